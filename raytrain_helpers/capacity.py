@@ -1,0 +1,260 @@
+"""Step 01: is there capacity for the job, and does the model fit?
+
+* :func:`count_params` and :func:`memory_plan`: the FSDP memory plan per device, for any preset.
+* :func:`local_resources`: what this machine offers the ``local`` target vs what the settings need.
+* :func:`check`: the notebook's entry point; dispatches on ``settings.target``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .config import INSTANCE_TYPES, PRESETS, Settings
+
+GIB = 1024 ** 3
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter count and the FSDP memory plan
+# --------------------------------------------------------------------------------------------
+
+def count_params(cfg: dict[str, Any]) -> dict[str, int]:
+    """Exact parameter count of a Qwen2ForCausalLM built from ``cfg`` (a PRESETS entry or config.json)."""
+    h, i, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    layers = cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or h // heads
+    kv = kv_heads * head_dim
+    q = heads * head_dim
+    attn = (h * q + q) + 2 * (h * kv + kv) + q * h          # q,k,v carry a bias, o does not
+    mlp = 3 * h * i                                          # gate, up, down
+    norms = 2 * h
+    per_layer = attn + mlp + norms
+    embed = v * h
+    lm_head = 0 if cfg.get("tie_word_embeddings", False) else v * h
+    total = embed + layers * per_layer + h + lm_head
+    return dict(total=total, embedding=embed, per_layer=per_layer, layers=layers, lm_head=lm_head, final_norm=h)
+
+
+@dataclass
+class MemoryPlan:
+    preset: str
+    params: int
+    world_size: int
+    precision: str                      # bf16-mixed (GPU) or fp32 (CPU)
+    # the seeds' accounting: bf16 params + bf16 grads + two bf16 AdamW states = 8 bytes/param
+    seed_total_gib: float
+    seed_per_device_gib: float
+    # what this tutorial's job really keeps, sharded: fp32 master params + fp32 grads + 2 fp32 AdamW states
+    state_bytes_per_param: int
+    state_total_gib: float
+    state_per_device_gib: float
+    gathered_layers_gib: float           # unsharded layers held during forward/backward (prefetch of 2)
+    activations_gib: float               # per device, no activation checkpointing
+    logits_gib: float                    # per device
+    peak_per_device_gib: float
+    device_mem_gib: float | None = None
+    fits: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        r = [
+            ("model", f"{self.preset}: {self.params / 1e9:.3f} B parameters" if self.params > 1e8
+             else f"{self.preset}: {self.params / 1e6:.2f} M parameters"),
+            ("world size", str(self.world_size)),
+            ("seed's figure (bf16 params+grads+AdamW)", f"{self.seed_total_gib:.2f} GiB total, "
+             f"{self.seed_per_device_gib:.3f} GiB per device"),
+            (f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
+             f"{self.state_total_gib:.2f} GiB total, {self.state_per_device_gib:.3f} GiB per device"),
+            ("gathered layers (prefetch 2)", f"{self.gathered_layers_gib:.3f} GiB"),
+            ("activations + logits per device", f"{self.activations_gib + self.logits_gib:.3f} GiB"),
+            ("planned peak per device", f"{self.peak_per_device_gib:.2f} GiB"),
+        ]
+        if self.device_mem_gib is not None:
+            r.append(("device memory", f"{self.device_mem_gib:.0f} GiB -> {'fits' if self.fits else 'DOES NOT FIT'}"))
+        return r
+
+
+def memory_plan(model_cfg: dict[str, Any], *, world_size: int, batch_size: int, seq_len: int,
+                on_gpu: bool, preset: str = "custom", device_mem_gib: float | None = None) -> MemoryPlan:
+    if world_size < 1:
+        raise ValueError("world_size must be at least 1")
+    n = count_params(model_cfg)
+    p = n["total"]
+    seed_total = p * 8 / GIB
+    state_bpp = 16  # fp32 param + fp32 grad + fp32 exp_avg + fp32 exp_avg_sq
+    state_total = p * state_bpp / GIB
+    compute_bytes = 2 if on_gpu else 4
+    gathered = 2 * n["per_layer"] * compute_bytes / GIB
+    h, v = model_cfg["hidden_size"], model_cfg["vocab_size"]
+    sbh = batch_size * seq_len * h
+    # Korthikanti et al. 34*s*b*h bytes per layer in 16-bit (flash/SDPA attention: no s^2 term)
+    activations = 34 * sbh * n["layers"] * (compute_bytes / 2) / GIB
+    # logits in compute dtype, their fp32 upcast for the loss, and its gradient
+    logits = batch_size * seq_len * v * (compute_bytes + 4 + 4) / GIB
+    peak = state_total / world_size + gathered + activations + logits
+    fits = None if device_mem_gib is None else peak <= 0.9 * device_mem_gib
+    plan = MemoryPlan(
+        preset=preset, params=p, world_size=world_size, precision="bf16-mixed" if on_gpu else "fp32",
+        seed_total_gib=seed_total, seed_per_device_gib=seed_total / world_size,
+        state_bytes_per_param=state_bpp, state_total_gib=state_total, state_per_device_gib=state_total / world_size,
+        gathered_layers_gib=gathered, activations_gib=activations, logits_gib=logits, peak_per_device_gib=peak,
+        device_mem_gib=device_mem_gib, fits=fits,
+    )
+    if fits is False:
+        plan.notes.append("reduce batch_size or seq_len, add GPUs/nodes, or use activation checkpointing")
+    return plan
+
+
+def plan_for(settings: Settings, world_size: int, *, on_gpu: bool, device_mem_gib: float | None = None) -> MemoryPlan:
+    t = settings.train
+    return memory_plan(settings.model_config_dict(), world_size=world_size, batch_size=t.batch_size,
+                       seq_len=t.seq_len, on_gpu=on_gpu, preset=t.model_preset, device_mem_gib=device_mem_gib)
+
+
+# --------------------------------------------------------------------------------------------
+# The local target: what does this machine offer?
+# --------------------------------------------------------------------------------------------
+
+def _visible_gpus() -> list[dict[str, Any]]:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return []
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        prop = torch.cuda.get_device_properties(i)
+        out.append(dict(index=i, name=prop.name, mem_gib=prop.total_memory / GIB))
+    return out
+
+
+def _mem_available_gib() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / GIB
+    except OSError:  # pragma: no cover
+        pass
+    return float("nan")
+
+
+@dataclass
+class LocalCapacity:
+    cpus: int
+    mem_available_gib: float
+    gpus: list[dict[str, Any]]
+    worker_nodes: int
+    gpus_per_worker_node: int
+    slots_per_node: int
+    world_size: int
+    backend: str
+    required_mem_gib: float
+    plan: MemoryPlan
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(resource, found, required, verdict)."""
+        gpu_found = f"{len(self.gpus)} x {self.gpus[0]['name']}" if self.gpus else "none"
+        need_gpu = self.worker_nodes * self.gpus_per_worker_node
+        rows = [
+            ("CPU cores", str(self.cpus), f"{self.worker_nodes} worker node(s) x "
+             f"{self.slots_per_node if not need_gpu else 1}", "ok"),
+            ("memory available", f"{self.mem_available_gib:.1f} GiB", f"~{self.required_mem_gib:.1f} GiB",
+             "ok" if self.mem_available_gib >= self.required_mem_gib else "SHORT"),
+            ("GPUs", gpu_found, str(need_gpu) if need_gpu else "0 (CPU run, gloo)",
+             "ok" if len(self.gpus) >= need_gpu else "SHORT"),
+            ("training workers", f"{self.world_size} ({self.backend})",
+             f">= 2 over {self.worker_nodes} node(s)", "ok" if self.world_size >= 1 else "SHORT"),
+        ]
+        if self.plan.device_mem_gib is not None:
+            rows.append(("per-device memory", f"{self.plan.device_mem_gib:.0f} GiB",
+                         f"{self.plan.peak_per_device_gib:.2f} GiB planned peak",
+                         "ok" if self.plan.fits else "SHORT"))
+        return rows
+
+
+def resolve_local_gpus(settings: Settings, visible: int | None = None) -> int:
+    """GPUs per worker raylet: -1 splits the visible GPUs evenly over the worker nodes."""
+    g = settings.local.gpus_per_worker_node
+    if g >= 0:
+        return g
+    if visible is None:
+        visible = len(_visible_gpus())
+    return visible // settings.local.worker_nodes if visible >= settings.local.worker_nodes else 0
+
+
+def local_world_size(settings: Settings, gpus_per_node: int) -> tuple[int, int]:
+    """(slots per worker node, world size)."""
+    slots = gpus_per_node if gpus_per_node > 0 else settings.local.cpus_per_worker_node
+    total = slots * settings.local.worker_nodes
+    n = settings.train.num_workers or total
+    return slots, n
+
+
+def local_resources(settings: Settings) -> LocalCapacity:
+    gpus = _visible_gpus()
+    g = resolve_local_gpus(settings, len(gpus))
+    slots, world = local_world_size(settings, g)
+    problems: list[str] = []
+    if settings.train.num_workers and settings.train.num_workers > slots * settings.local.worker_nodes:
+        problems.append(f"num_workers = {settings.train.num_workers} but the local cluster has only "
+                        f"{slots * settings.local.worker_nodes} worker slots "
+                        f"({settings.local.worker_nodes} nodes x {slots}). Fix: num_workers: 0 (all) or more "
+                        f"worker_nodes / cpus_per_worker_node")
+    if g * settings.local.worker_nodes > len(gpus):
+        problems.append(f"gpus_per_worker_node = {g} x {settings.local.worker_nodes} nodes needs "
+                        f"{g * settings.local.worker_nodes} GPUs, {len(gpus)} visible. Fix: gpus_per_worker_node: -1")
+    device_mem = min(x["mem_gib"] for x in gpus) if (gpus and g) else None
+    plan = plan_for(settings, world, on_gpu=bool(g), device_mem_gib=device_mem)
+    # every Ray node ~0.4 GiB + object store; every CPU training worker: torch + the model state
+    ray_overhead = 0.5 + settings.local.worker_nodes * (0.4 + settings.local.object_store_mb / 1024)
+    per_worker = 0.6 + (0 if g else plan.peak_per_device_gib)
+    required = ray_overhead + world * per_worker
+    mem = _mem_available_gib()
+    if mem == mem and mem < required:
+        problems.append(f"about {required:.1f} GiB of memory needed, {mem:.1f} GiB available. Fix: fewer "
+                        f"worker_nodes, a smaller batch_size/seq_len, or the tiny preset")
+    if plan.fits is False:
+        problems.append(f"planned peak {plan.peak_per_device_gib:.1f} GiB per GPU exceeds 90% of "
+                        f"{plan.device_mem_gib:.0f} GiB. Fix: {'; '.join(plan.notes)}")
+    return LocalCapacity(cpus=os.cpu_count() or 1, mem_available_gib=mem, gpus=gpus, worker_nodes=settings.local.worker_nodes,
+                         gpus_per_worker_node=g, slots_per_node=slots, world_size=world,
+                         backend="nccl" if g else "gloo", required_mem_gib=required, plan=plan, problems=problems)
+
+
+def aws_plan(settings: Settings) -> MemoryPlan:
+    """The memory plan on the configured GPU instance type (from the offline table)."""
+    it = INSTANCE_TYPES[settings.aws.gpu_node_type]
+    world = settings.train.num_workers or settings.aws.gpu_node_count * settings.aws.gpus_per_node
+    return plan_for(settings, world, on_gpu=True, device_mem_gib=it["gpu_mem_gib"])
+
+
+def check(settings: Settings):
+    """Notebook 01's entry point."""
+    if settings.target == "local":
+        return local_resources(settings)
+    from . import capacity_aws  # delivered by the AWS issue
+    return capacity_aws.check(settings)
+
+
+def seed_figure_check() -> tuple[float, float]:
+    """The seeds' numbers: Qwen2.5-1.5B at 8 bytes/param is about 12 GB, 1.5 GB per GPU over 8."""
+    p = count_params(PRESETS["qwen2.5-1.5b"])["total"]
+    return p * 8 / 1e9, p * 8 / 8 / 1e9
+
+
+__all__ = ["count_params", "memory_plan", "plan_for", "local_resources", "check", "MemoryPlan",
+           "LocalCapacity", "resolve_local_gpus", "local_world_size", "aws_plan", "math"]

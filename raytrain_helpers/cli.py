@@ -1,0 +1,75 @@
+"""``raytrain-tutorial``: the same helpers the notebooks call, from a terminal or CI.
+
+Sub-commands are contributed by the modules that own them: each module in ``_COMMAND_MODULES`` may define
+``register_cli(subparsers)`` which adds its parsers and sets ``func`` (a callable taking the parsed
+namespace and returning an exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any, Sequence
+
+from .config import ConfigError
+
+_COMMAND_MODULES = ("runner", "config_cli", "targets.local", "nccl", "capacity", "cluster", "kuberay", "plugins")
+
+
+def add_settings_args(p: argparse.ArgumentParser) -> None:
+    """The common way every command takes settings: env file, override files, -p NAME VALUE."""
+    p.add_argument("--env-file", default=None, help="the variables file (default: env.yaml found upwards)")
+    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML",
+                   help="an override file (repeatable; later files win)")
+    p.add_argument("-p", "--param", dest="params", action="append", nargs=2, default=[],
+                   metavar=("NAME", "VALUE"), help="override one setting by its env.yaml name (repeatable)")
+    p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
+
+
+def settings_from_args(args: argparse.Namespace, **extra: Any):
+    from .config import load
+    params = {k: v for k, v in (args.params or [])}
+    if getattr(args, "target", None):
+        params["target"] = args.target
+    params.update({k: v for k, v in extra.items() if v is not None})
+    return load(args.env_file, files=args.files, **params)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raytrain-tutorial",
+        description="Multi-node PyTorch FSDP with Ray Train on KubeRay/EKS: run the tutorial notebooks, "
+                    "manage the local cluster, render manifests, audit NCCL transports.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as e:  # a module another issue has not delivered yet
+            if e.name and e.name.startswith(__package__):
+                continue
+            raise
+        register = getattr(mod, "register_cli", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
