@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 from .config import ConfigError
 
-_COMMAND_MODULES = ("runner", "config_cli", "targets.local", "nccl", "capacity", "cluster", "kuberay", "plugins")
+_COMMAND_MODULES = ("runner", "config_cli", "targets.local", "jobs", "nccl", "capacity_aws", "cluster",
+                    "kuberay", "plugins", "render")
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:
