@@ -52,6 +52,8 @@ QUOTA_CLASSES: dict[str, dict[str, str | None]] = {
 
 #: How many top-ranked AZs a probe tests at most.
 MAX_PROBE_AZS = 3
+#: How many ranked AZs show() prints.
+SHOW_ROWS = 15
 #: A test seam: called as hook(reservation_id) right after a probe reservation is created.
 _probe_test_hook: Callable[[str], None] | None = None
 
@@ -205,7 +207,7 @@ class CapacityReport:
                     ["type", "vCPUs", "mem GiB", "GPUs", "GiB/GPU", "EFA", "max EFA"],
                     title="GPU node type (ec2:DescribeInstanceTypes)")
         rows = []
-        for i, r in enumerate(self.rows, 1):
+        for i, r in enumerate(self.rows[:SHOW_ROWS], 1):
             q = r.gpu_quota
             quota = "?" if q.limit is None else f"{q.used}/{q.limit:.0f}"
             rows.append((i, r.region, f"{r.az} ({r.az_id})", f"{quota} +{q.need}",
@@ -215,6 +217,8 @@ class CapacityReport:
         A.table(rows, ["#", "region", "AZ (id)", f"{self.rows[0].gpu_quota.quota_class if self.rows else ''} "
                        "vCPU used/limit +need", "spot score", "cluster subnet", "probe", "verdict"],
                 title=f"AZs offering {self.instance_type} x {self.gpu_node_count}, best first")
+        if len(self.rows) > SHOW_ROWS:
+            print(f"... and {len(self.rows) - SHOW_ROWS} more AZs further down the ranking (all in .rows)")
         if self.not_offered:
             print(f"not offered in: {', '.join(self.not_offered)}")
         for name, q in self.system_quota.items():
@@ -345,16 +349,15 @@ def cluster_private_azs(sess, settings: Settings) -> tuple[dict[str, list[str]] 
 # --------------------------------------------------------------------------------------------
 
 def _tagged_reservations(ec2, token: str | None = None, states: Sequence[str] = ("active", "pending")) -> list[dict]:
-    filters = [{"Name": "state", "Values": list(states)}]
-    if token:
-        filters.append({"Name": f"tag:{A.PROBE_TAG_KEY}", "Values": [token]})
-    else:
-        filters.append({"Name": "tag-key", "Values": [A.PROBE_TAG_KEY]})
+    """This tutorial's probe reservations (tag filters are not documented for this call: filter here)."""
     out: list[dict] = []
-    kwargs: dict[str, Any] = dict(Filters=filters)
+    kwargs: dict[str, Any] = dict(Filters=[{"Name": "state", "Values": list(states)}])
     while True:
         resp = ec2.describe_capacity_reservations(**kwargs)
-        out.extend(resp.get("CapacityReservations", []))
+        for cr in resp.get("CapacityReservations", []):
+            tags = {t["Key"]: t["Value"] for t in cr.get("Tags", [])}
+            if A.PROBE_TAG_KEY in tags and (token is None or tags[A.PROBE_TAG_KEY] == token):
+                out.append(cr)
         if not resp.get("NextToken"):
             return out
         kwargs["NextToken"] = resp["NextToken"]

@@ -448,15 +448,21 @@ def _plan_or_up(ctx: _Ctx, res: AwsClusterResult, *, execute: bool, assume_yes: 
     if gpu_az and gpu_az not in offering:
         raise ConfigError(f"GPU AZ {gpu_az} ({source}) does not offer {a.gpu_node_type}; AZs that do: "
                           f"{', '.join(offering)}. Fix: set gpu_az to one of them or re-run step 01")
+    zones = A.zones(ctx.ec2)
+    if gpu_az and zones.get(gpu_az, {}).get("id") in A.EKS_UNSUPPORTED_AZ_IDS:
+        raise ConfigError(f"GPU AZ {gpu_az} ({zones[gpu_az]['id']}) cannot host EKS control-plane subnets. Fix: choose "
+                          f"another AZ (step 01 never recommends it; check gpu_az)")
     if gpu_az:
         validate_reservation(ctx, gpu_az)
-    zones = A.zones(ctx.ec2)
 
     # ---- what exists, what would be done --------------------------------------------------
     private: dict[str, list[str]] = {}
     if c is not None:
         private = A.private_subnets_by_az(ctx.ec2, (c.get("resourcesVpcConfig") or {}).get("subnetIds") or [])
         res.nodegroups = _read_nodegroups(ctx)
+        if c.get("version") and str(c["version"]) != a.k8s_version:
+            res.notes.append(f"the cluster runs Kubernetes {c['version']}, the settings say {a.k8s_version}; "
+                             f"upgrading is not part of this tutorial (eksctl upgrade cluster)")
         if gpu_az and not private.get(gpu_az) and res.nodegroup(a.gpu_nodegroup_name) is None:
             usable = [z for z in offering if private.get(z)]
             raise ConfigError(f"cluster {a.cluster_name} has no private subnet in the GPU AZ {gpu_az}. Fix: set "
@@ -542,6 +548,24 @@ def _plan_or_up(ctx: _Ctx, res: AwsClusterResult, *, execute: bool, assume_yes: 
                                       f"stack (prices as of {est.as_of}); remove with `cluster down`"])
     done: list[str] = []
     A.eksctl_path()  # a clear error before anything starts when eksctl is missing
+    try:
+        _execute(ctx, res, todo, done, cluster_text=cluster_text, cluster_file=cluster_file, gpu_file=gpu_file,
+                 gpu_az=gpu_az)
+    except A.WaitTimeout as e:
+        _fail(ctx, res, f"stuck: {e}", None, nodegroup=getattr(e, "nodegroup", None))
+    res.actions = done
+    # the real state, whatever happened
+    res.cluster_status = ctx.cluster_status()
+    res.nodegroups = _read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
+    gpu = res.nodegroup(a.gpu_nodegroup_name)
+    if gpu and not res.problems:
+        _check_drift(res, s, gpu, gpu_az)
+
+
+def _execute(ctx: _Ctx, res: AwsClusterResult, todo: list[tuple[str, str]], done: list[str], *, cluster_text: str,
+             cluster_file: Path, gpu_file: Path, gpu_az: str | None) -> None:
+    s, A = ctx.settings, ctx.A
+    a = s.aws
     for kind, desc in todo:
         if kind == "create-cluster":
             _write(cluster_file, cluster_text, res, CLUSTER_CFG)
@@ -606,13 +630,6 @@ def _plan_or_up(ctx: _Ctx, res: AwsClusterResult, *, execute: bool, assume_yes: 
             if r.returncode != 0:
                 res.notes.append(f"writing the kubeconfig failed (exit {r.returncode}); see {r.log_path}")
         done.append(desc)
-    res.actions = done
-    # the real state, whatever happened
-    res.cluster_status = ctx.cluster_status()
-    res.nodegroups = _read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
-    gpu = res.nodegroup(a.gpu_nodegroup_name)
-    if gpu and not res.problems:
-        _check_drift(res, s, gpu, gpu_az)
 
 
 def _check_drift(res: AwsClusterResult, s: Settings, ng: dict[str, Any], gpu_az: str | None) -> None:
@@ -652,13 +669,21 @@ def _wait_cluster(ctx: _Ctx) -> str:
 
 
 def _wait_nodegroup(ctx: _Ctx, name: str) -> str:
-    return ctx.A.wait_until(lambda: ctx.nodegroup_status(name), done=lambda st: st not in ("CREATING", "UPDATING"),
-                            desc=f"node group {name}", timeout=NODEGROUP_TIMEOUT_S, every=POLL_S)
+    try:
+        return ctx.A.wait_until(lambda: ctx.nodegroup_status(name), done=lambda st: st not in ("CREATING", "UPDATING"),
+                                desc=f"node group {name}", timeout=NODEGROUP_TIMEOUT_S, every=POLL_S)
+    except ctx.A.WaitTimeout as e:
+        e.nodegroup = name
+        raise
 
 
 def _wait_nodegroup_gone(ctx: _Ctx, name: str) -> str:
-    return ctx.A.wait_until(lambda: ctx.nodegroup_status(name), done=lambda st: st != "DELETING",
-                            desc=f"deleting node group {name}", timeout=DELETE_TIMEOUT_S, every=POLL_S)
+    try:
+        return ctx.A.wait_until(lambda: ctx.nodegroup_status(name), done=lambda st: st != "DELETING",
+                                desc=f"deleting node group {name}", timeout=DELETE_TIMEOUT_S, every=POLL_S)
+    except ctx.A.WaitTimeout as e:
+        e.nodegroup = name
+        raise
 
 
 def _wait_cluster_gone(ctx: _Ctx) -> str:
@@ -702,7 +727,30 @@ def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bo
                   assume_yes=assume_yes, details=todo)
         if gpu_status != NOT_FOUND or c is not None:
             A.eksctl_path()  # a clear error before anything starts when eksctl is missing
-    done = []
+    done: list[str] = []
+    try:
+        _delete(ctx, res, done, gpu_status=gpu_status, cluster=c, nodegroup_only=nodegroup_only)
+    except A.WaitTimeout as e:
+        res.causes += failure_causes(ctx.sess, ctx.region, a.cluster_name, getattr(e, "nodegroup", None))
+        res.problems.append(f"stuck: {e}. Fix: see the causes; run `down` again later")
+    if probes and not nodegroup_only:
+        from .capacity_aws import cancel_probe_reservations
+        cancelled, _left = cancel_probe_reservations(ctx.ec2)
+        if cancelled:
+            done.append(f"cancelled probe reservations {', '.join(cancelled)}")
+    res.actions = done or ["nothing to delete"]
+    res.cluster_status = ctx.cluster_status()
+    res.nodegroups = _read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
+    left = leftovers(ctx)
+    if nodegroup_only:
+        left = [x for x in left if a.gpu_nodegroup_name in x]
+    res.remaining = left
+    return res
+
+
+def _delete(ctx: _Ctx, res: AwsClusterResult, done: list[str], *, gpu_status: str,
+            cluster: dict[str, Any] | None, nodegroup_only: bool) -> None:
+    A, a = ctx.A, ctx.settings.aws
     if gpu_status not in (NOT_FOUND, "DELETING"):
         r = A.run_eksctl(["delete", "nodegroup", "--cluster", a.cluster_name, "--name", a.gpu_nodegroup_name,
                           "--region", ctx.region, "--drain=false", "--wait"],
@@ -720,37 +768,25 @@ def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bo
             res.causes += failure_causes(ctx.sess, ctx.region, a.cluster_name, a.gpu_nodegroup_name)
             res.problems.append(f"GPU node group '{a.gpu_nodegroup_name}' is {st}, not deleted. Fix: see the causes "
                                 f"(often an ENI or security group still in use), then run `down` again")
-        else:
-            done.append(f"deleted GPU node group '{a.gpu_nodegroup_name}'")
-    if not nodegroup_only and c is not None and not res.problems:
-        if c["status"] != "DELETING":
-            r = A.run_eksctl(["delete", "cluster", "--name", a.cluster_name, "--region", ctx.region, "--wait"],
-                             log_path=ctx.log_path("delete-cluster"), sess=ctx.sess,
-                             desc=f"deleting cluster {a.cluster_name}", poll=ctx.cluster_status, poll_every=POLL_S)
-            res.logs.append(str(r.log_path))
-            if r.returncode != 0:
-                res.causes += [f"eksctl: {line}" for line in r.tail[-6:] if line.strip()]
-        st = ctx.cluster_status()
-        if st == "DELETING":
-            st = _wait_cluster_gone(ctx)
-        if st != NOT_FOUND:
-            res.causes += failure_causes(ctx.sess, ctx.region, a.cluster_name)
-            res.problems.append(f"cluster {a.cluster_name} is {st}, not deleted. Fix: see the causes; run `down` again")
-        else:
-            done.append(f"deleted EKS cluster {a.cluster_name}")
-    if probes and not nodegroup_only:
-        from .capacity_aws import cancel_probe_reservations
-        cancelled, _left = cancel_probe_reservations(ctx.ec2)
-        if cancelled:
-            done.append(f"cancelled probe reservations {', '.join(cancelled)}")
-    res.actions = done or ["nothing to delete"]
-    res.cluster_status = ctx.cluster_status()
-    res.nodegroups = _read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
-    left = leftovers(ctx)
-    if nodegroup_only:
-        left = [x for x in left if a.gpu_nodegroup_name in x]
-    res.remaining = left
-    return res
+            return
+        done.append(f"deleted GPU node group '{a.gpu_nodegroup_name}'")
+    if nodegroup_only or cluster is None:
+        return
+    if cluster["status"] != "DELETING":
+        r = A.run_eksctl(["delete", "cluster", "--name", a.cluster_name, "--region", ctx.region, "--wait"],
+                         log_path=ctx.log_path("delete-cluster"), sess=ctx.sess,
+                         desc=f"deleting cluster {a.cluster_name}", poll=ctx.cluster_status, poll_every=POLL_S)
+        res.logs.append(str(r.log_path))
+        if r.returncode != 0:
+            res.causes += [f"eksctl: {line}" for line in r.tail[-6:] if line.strip()]
+    st = ctx.cluster_status()
+    if st == "DELETING":
+        st = _wait_cluster_gone(ctx)
+    if st != NOT_FOUND:
+        res.causes += failure_causes(ctx.sess, ctx.region, a.cluster_name)
+        res.problems.append(f"cluster {a.cluster_name} is {st}, not deleted. Fix: see the causes; run `down` again")
+        return
+    done.append(f"deleted EKS cluster {a.cluster_name}")
 
 
 # --------------------------------------------------------------------------------------------

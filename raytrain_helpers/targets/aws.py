@@ -49,6 +49,14 @@ class ConfirmationRefused(AwsTargetError):
     """A billable or destructive action was not confirmed."""
 
 
+class WaitTimeout(AwsTargetError):
+    """A resource stayed in a transitional state for too long (stuck)."""
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 # --------------------------------------------------------------------------------------------
 # Sessions and identity
 # --------------------------------------------------------------------------------------------
@@ -515,7 +523,7 @@ def wait_until(fetch: Callable[[], str], *, done: Callable[[str], bool], desc: s
             if done(state):
                 return state
             if time.monotonic() - start > timeout:
-                raise AwsTargetError(f"{desc}: still {state} after {timeout / 60:.0f} min")
+                raise WaitTimeout(f"{desc}: still {state} after {timeout / 60:.1f} min", state)
             slept = 0.0
             while slept < every:
                 time.sleep(min(0.2, every))

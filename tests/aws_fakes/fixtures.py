@@ -65,7 +65,7 @@ def srv(moto_srv, monkeypatch):
     from raytrain_helpers import cluster
     moto_srv.reset()
     moto_ext.seed_defaults()
-    monkeypatch.setattr(cluster, "POLL_S", 0.05)
+    monkeypatch.setattr(cluster, "POLL_S", 0.5)
     monkeypatch.delenv("FAKE_EKSCTL_FAIL", raising=False)
     yield moto_srv
     moto_srv.reset()

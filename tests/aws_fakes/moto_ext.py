@@ -165,21 +165,14 @@ def _public(cr: dict[str, Any]) -> dict[str, Any]:
 
 
 def _matches(cr: dict[str, Any], filters: dict[str, list[str]]) -> bool:
-    tags = {t["Key"]: t["Value"] for t in cr.get("Tags", [])}
+    """The filters DescribeCapacityReservations documents; anything else (tag filters too) is refused."""
+    fields = {"state": "State", "instance-type": "InstanceType", "availability-zone": "AvailabilityZone",
+              "owner-id": "OwnerId", "instance-platform": "InstancePlatform", "tenancy": "Tenancy",
+              "end-date-type": "EndDateType", "instance-match-criteria": "InstanceMatchCriteria"}
     for name, values in filters.items():
-        if name == "state":
-            ok = cr["State"] in values
-        elif name == "instance-type":
-            ok = cr["InstanceType"] in values
-        elif name == "availability-zone":
-            ok = cr["AvailabilityZone"] in values
-        elif name == "tag-key":
-            ok = any(v in tags for v in values)
-        elif name.startswith("tag:"):
-            ok = tags.get(name[4:]) in values
-        else:
+        if name not in fields:
             raise _ec2_error("InvalidParameterValue", f"The filter '{name}' is invalid")
-        if not ok:
+        if cr.get(fields[name]) not in values:
             return False
     return True
 

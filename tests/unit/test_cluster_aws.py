@@ -170,6 +170,20 @@ def test_failed_nodegroup_is_reported_with_its_causes(srv, tmp_path):
     assert len(srv.eksctl_calls()) == n  # nothing attempted on a failed node group
 
 
+def test_stuck_nodegroup_times_out_with_its_causes(srv, tmp_path, monkeypatch):
+    s = placed(tmp_path)
+    assert cluster.step(s, "up", assume_yes=True).ok
+    info = moto_ext.set_nodegroup_state(R, NAME, "gpu-efa", "CREATING")
+    moto_ext.FAKE.activities[info["asg"]] = [{
+        "ActivityId": "a2", "AutoScalingGroupName": info["asg"], "Cause": "scaling out", "Progress": 30,
+        "StartTime": "2026-01-01T00:00:00Z", "StatusCode": "Cancelled", "Description": "Launching a new EC2 instance",
+        "StatusMessage": "Could not launch On-Demand Instances. InsufficientInstanceCapacity"}]
+    monkeypatch.setattr(cluster, "NODEGROUP_TIMEOUT_S", 0.3)
+    res = cluster.step(s, "up", assume_yes=True)
+    assert not res.ok and any(p.startswith("stuck: node group gpu-efa: still CREATING") for p in res.problems)
+    assert any("InsufficientInstanceCapacity" in c for c in res.causes)
+
+
 def test_creating_cluster_is_waited_for(srv, tmp_path):
     s = placed(tmp_path)
     assert cluster.step(s, "up", assume_yes=True).ok
@@ -193,12 +207,14 @@ def test_deleting_cluster_is_reported_and_left_alone(srv, tmp_path):
     assert len(srv.eksctl_calls()) == n
 
 
-def test_gpu_az_not_in_an_existing_cluster(srv, tmp_path):
+def test_gpu_az_not_in_an_existing_cluster(srv, tmp_path, monkeypatch):
     s = placed(tmp_path, az="us-west-2a")
+    monkeypatch.setenv("FAKE_EKSCTL_FAIL", "create-nodegroup")  # leaves a cluster without the GPU node group
     res = cluster.step(s, "up", assume_yes=True)
+    assert res.cluster_status == "ACTIVE" and res.nodegroup("gpu-efa") is None
     azs = yaml.safe_load(res.configs[cluster.CLUSTER_CFG])["availabilityZones"]
-    cluster.teardown(s, assume_yes=True, nodegroup_only=True)
     missing = next(z for z in A.offering_azs(ec2(), "g6.12xlarge") if z not in azs)
+    monkeypatch.delenv("FAKE_EKSCTL_FAIL")
     n = len(srv.eksctl_calls())
     s2 = make_settings(tmp_path, gpu_az=missing)
     with pytest.raises(ConfigError, match=rf"no private subnet in the GPU AZ {missing}.*Fix: set gpu_az to one of"):
@@ -238,10 +254,11 @@ def test_wrong_capacity_reservation_creates_nothing(srv, tmp_path, kind, match):
 def test_valid_capacity_reservation_is_targeted(srv, tmp_path):
     rid = _reservation()
     s = placed(tmp_path, capacity_reservation_id=rid)
-    res = cluster.step(s, "up", assume_yes=True)
-    assert res.ok
-    g = yaml.safe_load(srv.eksctl_calls()[1]["config"])["managedNodeGroups"][0]
+    res = cluster.step(s, "plan")
+    assert res.ok and srv.eksctl_calls() == []
+    g = yaml.safe_load(res.configs[cluster.GPU_CFG])["managedNodeGroups"][0]
     assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
+    assert "in capacity reservation " + rid in res.actions[1]
 
 
 def test_placement_in_another_region_is_refused(srv, tmp_path):
@@ -276,26 +293,6 @@ def test_drift_of_an_existing_gpu_nodegroup_is_reported(srv, tmp_path):
     assert not res.ok and any("differs from the settings" in p and "size 2/2/2" in p for p in res.problems)
 
 
-def test_down_deletes_in_reverse_order_and_verifies(srv, tmp_path):
-    s = placed(tmp_path)
-    assert cluster.step(s, "up", assume_yes=True).ok
-    probe = ec2().create_capacity_reservation(
-        InstanceType="g6.12xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone="us-west-2a", InstanceCount=1,
-        TagSpecifications=[{"ResourceType": "capacity-reservation",
-                            "Tags": [{"Key": A.PROBE_TAG_KEY, "Value": "x"}]}])["CapacityReservation"]
-    res = cluster.step(s, "down", assume_yes=True)
-    assert res.ok and res.remaining == [], res.remaining
-    assert ops(srv)[-2:] == ["delete nodegroup", "delete cluster"]
-    assert eks().list_clusters()["clusters"] == []
-    assert ec2().describe_vpcs(Filters=[{"Name": "tag:alpha.eksctl.io/cluster-name", "Values": [NAME]}])["Vpcs"] == []
-    cfn = boto3.client("cloudformation", region_name=R)
-    assert {st["StackStatus"] for st in cfn.list_stacks()["StackSummaries"]} == {"DELETE_COMPLETE"}
-    states = {c["CapacityReservationId"]: c["State"] for c in ec2().describe_capacity_reservations()["CapacityReservations"]}
-    assert states[probe["CapacityReservationId"]] == "cancelled"
-    again = cluster.step(s, "down")  # nothing left: no confirmation, no eksctl
-    assert again.ok and again.actions == ["nothing to delete"] and ops(srv)[-1] == "delete cluster"
-
-
 def test_down_lists_what_is_left_when_deletion_fails(srv, tmp_path, monkeypatch):
     s = placed(tmp_path)
     assert cluster.step(s, "up", assume_yes=True).ok
@@ -323,13 +320,34 @@ def test_nodegroup_only_teardown(srv, tmp_path):
     assert eks().list_nodegroups(clusterName=NAME)["nodegroups"] == ["system"]
 
 
-def test_no_credentials_in_output_logs_configs_or_eksctl_args(srv, tmp_path, capfd):
+def test_full_cycle_down_in_reverse_order_verified_and_no_credentials_anywhere(srv, tmp_path, capfd):
     s = placed(tmp_path)
-    for action in ("plan", "up", "status", "down"):
-        cluster.step(s, action, assume_yes=True).show()
+    for action in ("plan", "up", "status"):
+        res = cluster.step(s, action, assume_yes=True)
+        assert res.ok, (action, res.problems)
+        res.show()
+    probe = ec2().create_capacity_reservation(
+        InstanceType="g6.12xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone="us-west-2a", InstanceCount=1,
+        TagSpecifications=[{"ResourceType": "capacity-reservation",
+                            "Tags": [{"Key": A.PROBE_TAG_KEY, "Value": "x"}]}])["CapacityReservation"]
+    res = cluster.step(s, "down", assume_yes=True)
+    res.show()
+    assert res.ok and res.remaining == [], res.remaining
+    assert ops(srv)[-2:] == ["delete nodegroup", "delete cluster"]
+    assert eks().list_clusters()["clusters"] == []
+    assert ec2().describe_vpcs(Filters=[{"Name": "tag:alpha.eksctl.io/cluster-name", "Values": [NAME]}])["Vpcs"] == []
+    cfn = boto3.client("cloudformation", region_name=R)
+    assert {st["StackStatus"] for st in cfn.list_stacks()["StackSummaries"]} == {"DELETE_COMPLETE"}
+    states = {c["CapacityReservationId"]: c["State"]
+              for c in ec2().describe_capacity_reservations()["CapacityReservations"]}
+    assert states[probe["CapacityReservationId"]] == "cancelled"
+    again = cluster.step(s, "down")  # nothing left: no confirmation, no eksctl
+    assert again.ok and again.actions == ["nothing to delete"] and ops(srv)[-1] == "delete cluster"
+    # credentials: never printed (also eksctl's output), saved, rendered or passed as arguments
     out = capfd.readouterr()
     files = "".join(p.read_text() for p in (tmp_path / "runs").rglob("*") if p.is_file())
     calls = srv.eksctl_log.read_text()
+    assert "eksctl create cluster" in out.out and "deleted EKS cluster" in out.out
     for secret in SECRETS:
         assert secret not in out.out + out.err + files + calls
 
