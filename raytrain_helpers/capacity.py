@@ -64,17 +64,19 @@ class MemoryPlan:
         return asdict(self)
 
     def rows(self) -> list[tuple[str, str]]:
+        from .report import human_bytes as hb
+        g = GIB
         r = [
             ("model", f"{self.preset}: {self.params / 1e9:.3f} B parameters" if self.params > 1e8
              else f"{self.preset}: {self.params / 1e6:.2f} M parameters"),
             ("world size", str(self.world_size)),
-            ("seed's figure (bf16 params+grads+AdamW)", f"{self.seed_total_gib:.2f} GiB total, "
-             f"{self.seed_per_device_gib:.3f} GiB per device"),
+            ("seed's figure (bf16 params+grads+AdamW, 8 B/param)", f"{hb(self.seed_total_gib * g)} total, "
+             f"{hb(self.seed_per_device_gib * g)} per device"),
             (f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
-             f"{self.state_total_gib:.2f} GiB total, {self.state_per_device_gib:.3f} GiB per device"),
-            ("gathered layers (prefetch 2)", f"{self.gathered_layers_gib:.3f} GiB"),
-            ("activations + logits per device", f"{self.activations_gib + self.logits_gib:.3f} GiB"),
-            ("planned peak per device", f"{self.peak_per_device_gib:.2f} GiB"),
+             f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device"),
+            ("gathered layers (prefetch 2)", hb(self.gathered_layers_gib * g)),
+            ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
+            ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
         if self.device_mem_gib is not None:
             r.append(("device memory", f"{self.device_mem_gib:.0f} GiB -> {'fits' if self.fits else 'DOES NOT FIT'}"))
@@ -165,6 +167,15 @@ class LocalCapacity:
     def ok(self) -> bool:
         return not self.problems
 
+    def show(self) -> None:
+        from .report import table
+        table(self.rows(), ["resource", "found", "required", "verdict"],
+              title="capacity on this machine (local target)")
+        table(self.plan.rows(), ["memory plan", "value"], title="FSDP memory plan per device", max_width=80)
+        for p in self.problems:
+            print(f"PROBLEM: {p}")
+        print("capacity: OK" if self.ok else "capacity: NOT ENOUGH (see the problems above)")
+
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(resource, found, required, verdict)."""
         gpu_found = f"{len(self.gpus)} x {self.gpus[0]['name']}" if self.gpus else "none"
@@ -242,12 +253,18 @@ def aws_plan(settings: Settings) -> MemoryPlan:
     return plan_for(settings, world, on_gpu=True, device_mem_gib=it["gpu_mem_gib"])
 
 
-def check(settings: Settings):
-    """Notebook 01's entry point."""
+def check(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions=None):
+    """Notebook 01's entry point: local resources, or the AWS capacity search (``probe`` only on aws)."""
     if settings.target == "local":
         return local_resources(settings)
-    from . import capacity_aws  # delivered by the AWS issue
-    return capacity_aws.check(settings)
+    from . import capacity_aws  # the AWS half
+    return capacity_aws.check(settings, regions=regions, probe=probe, assume_yes=assume_yes)
+
+
+def seed_plan() -> MemoryPlan:
+    """The seeds' example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
+    return memory_plan(PRESETS["qwen2.5-1.5b"], world_size=8, batch_size=1, seq_len=2048, on_gpu=True,
+                       preset="qwen2.5-1.5b", device_mem_gib=INSTANCE_TYPES["g6.12xlarge"]["gpu_mem_gib"])
 
 
 def seed_figure_check() -> tuple[float, float]:
