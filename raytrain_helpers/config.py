@@ -437,6 +437,15 @@ def _coerce_scalar(text: str) -> Any:
     return v
 
 
+def _coerce_for(group: str | None, leaf: str, raw: str) -> Any:
+    """Strings from the environment or a command line, typed by the field they set (str fields stay str)."""
+    model = Settings if group is None else Settings.model_fields[group].annotation
+    ann = model.model_fields[leaf].annotation
+    if ann is str:
+        return raw
+    return _coerce_scalar(raw)
+
+
 class _Layered:
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
@@ -485,13 +494,13 @@ def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.Path
         if not var.startswith(ENV_PREFIX) or var == ENV_FILE_VAR:
             continue
         group, leaf = _resolve_key(var)
-        layers.set(group, leaf, _coerce_scalar(raw), f"environment ({var})")
+        layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
     for key, value in params.items():
         if value is None:
             continue
         group, leaf = _resolve_key(key)
         if isinstance(value, str):
-            value = _coerce_scalar(value) if leaf not in ("run_name", "k8s_version") else value
+            value = _coerce_for(group, leaf, value)
         layers.set(group, leaf, value, f"parameter ({key})")
     try:
         settings = Settings.model_validate(layers.data)
