@@ -299,7 +299,6 @@ class Pair:
     dst_host: str | None = None
     transports: Counter = field(default_factory=Counter)     # label (+GDRDMA) -> channel lines
     classes: Counter = field(default_factory=Counter)        # class -> channel lines
-    evidence: list[Evidence] = field(default_factory=list)
     lines: dict[str, list[Evidence]] = field(default_factory=dict, repr=False)   # class -> channel lines
     repeated: int = 0
 
@@ -789,8 +788,6 @@ def _classify_pairs(P: ParsedLog, comms: dict[str, Communicator]) -> None:
             if ch.repeated:
                 pair.repeated += ch.repeated
             pair.lines.setdefault(ch.cls, []).append(ch.evidence)
-            if len(pair.evidence) < 4:
-                pair.evidence.append(ch.evidence)
         nn = g.nnodes
         for (a, b), pair in g.pairs.items():
             ha, hb = g.rank_host.get(a), g.rank_host.get(b)
@@ -888,9 +885,11 @@ class AuditResult:
                 net = ",".join(sorted(set(p.nets))) or "-"
                 prov = p.provider or ("failed" if any(k == "ofi" for k, _ in p.plugin_failures) else "-")
                 where = p.pod or p.ray_ip or ""
-                rows.append((p.key, p.host_id or "?", where, ranks or "-", p.nccl_version or "?", net, prov))
-            _table(rows, ["process", "host", "pod/ray ip", "world rank", "NCCL", "net plugin", "ofi provider"],
-                   title="processes")
+                node = (p.marker or {}).get("node", "")[:12]
+                rows.append((p.key, p.host_id or "?", where, node or "-", ranks or "-", p.nccl_version or "?", net,
+                             prov))
+            _table(rows, ["process", "host", "pod/ray ip", "ray node", "world rank", "NCCL", "net plugin",
+                          "ofi provider"], title="processes")
         for g in self.matrix:
             print(f"\ncommunicator {g.label}: {g.size} ranks, NCCL nNodes {_fmt_set(g.nnodes)}, "
                   f"localRanks {_fmt_set(g.local_ranks)}, hosts {len(g.hosts)}")
@@ -1048,6 +1047,12 @@ def audit(text_or_texts: Any, expect: str = "auto", hosts_hint: Mapping[Any, str
     comms = _build_comms(P)
     host_basis = _assign_hosts(P, comms, hosts_hint)
     _classify_pairs(P, comms)
+    if marker is not None and not sources:
+        f = Finding("fail", "no-run", f"no log holds the line '{MARKER_PREFIX}{marker}': wrong marker, or the "
+                    f"workers' logs were not collected (Ray writes them to session_latest/logs/worker-*.out)")
+        return AuditResult(ok=False, verdict="inconclusive", expect=expect, expected=expect, expected_basis="",
+                           summary=f"inconclusive: {f.message}", host_basis=host_basis, findings=[f], matrix=[],
+                           processes=[], stats={"lines": 0, "nccl_lines": 0, "sources": 0})
     return _judge(P, comms, expect, host_basis)
 
 
@@ -1095,6 +1100,19 @@ def _judge(P: ParsedLog, comms: dict[str, Communicator], expect: str, host_basis
         evs, more = _ev(e for _, e in P.markers)
         add(Finding("warn", "mixed-runs", f"the logs hold {len(markers)} runs (markers {', '.join(markers)}); audit "
                     f"one run: collect_local_logs(..., marker) or audit(..., marker=...)", evs, more))
+
+    # Ray nodes that share one machine (the local target's raylets stand in for GPU nodes)
+    nodes_by_host: dict[str, set[str]] = {}
+    for p in P.procs.values():
+        if p.marker and p.marker.get("node") and p.host_id:
+            nodes_by_host.setdefault(p.host_id, set()).add(p.marker["node"])
+    for host, nodes in sorted(nodes_by_host.items()):
+        if len(nodes) > 1:
+            evs, more = _ev(p.evidence["marker"] for p in P.procs.values() if p.host_id == host
+                            and "marker" in p.evidence)
+            add(Finding("info", "ray-nodes-share-host", f"{len(nodes)} Ray nodes run on one host ({host}): to NCCL "
+                        f"their ranks are intra-node (the local target's raylets stand in for separate GPU nodes)",
+                        evs[:2], more + max(0, len(evs) - 2)))
 
     # ---- no NCCL at all ------------------------------------------------------------------
     if not P.procs:
@@ -1234,7 +1252,10 @@ def _judge(P: ParsedLog, comms: dict[str, Communicator], expect: str, host_basis
                    + ("TCP sockets instead of the fabric: the silent fallback" if cls == "socket" else
                       f"libfabric's {cls[4:]} provider (TCP), not EFA: the EFA device is not visible to the pod")
                    + ("" if loc == "inter" else " (hosts unknown: TCP either way)"))
-            evs2, more2 = _ev(evs + cause[:2])
+            forced = cause_ev(["env:NCCL_NET"])
+            if forced and cls == "socket":
+                msg += " (NCCL_NET is set by environment: for a deliberate TCP baseline audit with expect='socket')"
+            evs2, more2 = _ev(evs + forced[:1] + cause[:2])
             add(Finding("fail", "fallback", msg, evs2, more + more2))
         elif code == "degraded":
             env_ev = cause_ev(["env:NCCL_P2P_DISABLE", "env:NCCL_SHM_DISABLE", "env:NCCL_P2P_LEVEL"])

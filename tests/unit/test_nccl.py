@@ -146,7 +146,9 @@ def test_no_providers_names_the_cause_and_the_socket_channels():
 def test_socket_baseline_is_a_socket_run_not_an_efa_one():
     text = _fixture("synthetic-socket-2x4-baseline.log")
     assert nccl.audit(text, expect="socket").ok
-    assert nccl.audit(text, expect="efa").verdict == "fallback"
+    r = nccl.audit(text, expect="efa")
+    assert r.verdict == "fallback" and "expect='socket'" in r.summary
+    assert any("NCCL_NET set by environment to Socket" in e.text for e in r.findings[0].evidence)
     assert nccl.audit(text, expect="auto").verdict == "fallback"     # auto never infers socket
 
 

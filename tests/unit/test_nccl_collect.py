@@ -163,3 +163,19 @@ def test_cli_directory_marker_and_default_expect(tmp_path, capsys):
     # no --expect: the nccl.expect setting (auto), overridable with -p
     assert cli.main(["audit", str(logs), "--marker", "run-b"]) == 1
     assert cli.main(["audit", str(logs), "--marker", "run-b", "-p", "nccl.expect", "socket"]) == 0
+
+
+def test_markers_link_processes_to_ray_nodes(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for pid, node in (("730", "aaaa1111"), ("731", "bbbb2222")):
+        body = "\n".join(ln for ln in NVLINK.splitlines() if ln.startswith(f"vm:{pid}:"))
+        (logs / f"worker-{pid}-01-{pid}.out").write_text(
+            f"[raytrain] marker=m1 rank={int(pid) - 730}/2 node={node} host=vm pid={pid}\n{body}\n")
+    got = nccl.collect_local_logs([logs], "m1")
+    res = nccl.audit(got, expect="p2p")
+    assert res.ok
+    assert {p.key: p.marker["node"] for p in res.processes} == {"vm:730": "aaaa1111", "vm:731": "bbbb2222"}
+    assert any(f.code == "ray-nodes-share-host" for f in res.findings)
+    none = nccl.audit(got, expect="none", marker="other")
+    assert not none.ok and none.findings[0].code == "no-run"

@@ -76,7 +76,7 @@ def run_log(nodes: int = 2, gpus: int = 4, *, net: str = "efa", intra: str = "P2
             provider: str = "efa", nccl: str = "2.29.7+cuda13.0", ofi: str = "1.17.1", seed: int = 0,
             hostnames: list[str] | None = None, overrides: dict[tuple[int, int], str] | None = None,
             env: dict[str, str] | None = None, comm_id: str = "0x1f2e3d4c5b6a7988",
-            print_provider: bool = True, base_pid: int = 4100) -> str:
+            print_provider: bool = True, base_pid: int = 4100, nchannels: int = 2) -> str:
     """A whole run's NCCL output, processes interleaved as in one stream.
 
     net: efa (aws-ofi-nccl works), no-providers (aws-ofi-nccl fails, NCCL falls back to NET/Socket),
@@ -85,7 +85,7 @@ def run_log(nodes: int = 2, gpus: int = 4, *, net: str = "efa", intra: str = "P2
     ranks = layout(nodes, gpus, hostnames=hostnames, base_pid=base_pid)
     inter = {"efa": "NET/Libfabric/0/GDRDMA", "provider": "NET/Libfabric/0", "ib": "NET/IB/0/GDRDMA"}.get(
         net, "NET/Socket/0")
-    chans = channel_lines(ranks, edges(ranks), intra=intra, inter=inter, overrides=overrides)
+    chans = channel_lines(ranks, edges(ranks, nchannels), intra=intra, inter=inter, overrides=overrides)
     per: dict[int, list[str]] = {}
     n = len(ranks)
     for r in ranks:
