@@ -163,8 +163,9 @@ def request(client, method: str, path: str, *, query: list[tuple[str, str]] | No
         resp.read()
     except Exception as e:  # urllib3 connection errors, ApiException
         status = getattr(e, "status", 0) or 0
-        raise K8sError(f"{method} {path}: no answer from the Kubernetes API ({e}). Fix: check the cluster "
-                       f"is up and the kubeconfig context is right (`kubectl get nodes`)", status) from None
+        raise K8sError(f"{method} {path}: no answer from the Kubernetes API ({type(e).__name__}: {e}). Fix: check "
+                       f"the cluster is up, the kubeconfig context is right and its credentials work (EKS: "
+                       f"`aws eks get-token`; `kubectl get nodes`)", status) from None
     status = resp.status
     raw = resp.data or b""
     try:
@@ -260,7 +261,9 @@ def wait_for(probe: Callable[[], tuple[bool, Any]], timeout_s: float, *, interva
             return WaitResult(True, value, elapsed, polls)
         if elapsed >= timeout_s:
             return WaitResult(False, value, elapsed, polls)
-        time.sleep(min(interval_s, max(0.0, timeout_s - elapsed)) or 0.01)
+        # quick first polls (a stand-in or an already-converged cluster answers in a second), then interval_s
+        step = min(interval_s, 0.5 * 1.5 ** (polls - 1))
+        time.sleep(max(0.01, min(step, timeout_s - elapsed)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -295,7 +295,20 @@ def install(client, settings: Settings, *, log=print) -> str:
     """Install both plugins (idempotent). Helm when on PATH, else the rendered DaemonSets."""
     from .kuberay import _helm, _helm_base, run_helm
     v = settings.versions
+    try:
+        rendered = render_plugins(settings)
+    except ConfigError:
+        if not _helm():
+            raise
+        rendered = []          # an EFA chart version without a known image tag: only Helm can install it
+    live = {k8s.name_of(d): d for d in k8s.list_objects(client, "apps/v1", "DaemonSet", NAMESPACE)}
     if _helm():
+        # two plugins for one device on a node fight over it: drop what the manifest path applied before
+        for obj in rendered:
+            old = live.get(k8s.name_of(obj))
+            if old is not None and k8s.labels(old).get("app.kubernetes.io/part-of") == k8s.PART_OF:
+                k8s.delete(client, "apps/v1", "DaemonSet", k8s.name_of(obj), NAMESPACE)
+                log(f"deleted DaemonSet {NAMESPACE}/{k8s.name_of(obj)} (rendered earlier; Helm replaces it)")
         vals = helm_values(settings)
         with tempfile.TemporaryDirectory() as td:
             for key, chart, ver in (("nvidia", NVIDIA_CHART, v.nvidia_device_plugin_version),
@@ -307,7 +320,14 @@ def install(client, settings: Settings, *, log=print) -> str:
                 log(f"helm: {chart['chart']} {ver} installed in {NAMESPACE}")
         return (f"helm charts nvidia-device-plugin {v.nvidia_device_plugin_version}, aws-efa-k8s-device-plugin "
                 f"{v.efa_device_plugin_version}")
-    for obj in render_plugins(settings):
+    helm_owned = {key: d for key, d in find_daemonsets(client).items()
+                  if d is not None and k8s.labels(d).get("app.kubernetes.io/managed-by") == "Helm"}
+    for obj in rendered:
+        key = "nvidia" if "nvidia" in k8s.name_of(obj) else "efa"
+        if key in helm_owned:
+            log(f"DaemonSet {NAMESPACE}/{k8s.name_of(helm_owned[key])} is a Helm release: left as it is (no helm "
+                f"here to upgrade it; a second plugin would fight over the devices)")
+            continue
         k8s.apply(client, obj)
         log(f"applied DaemonSet {NAMESPACE}/{k8s.name_of(obj)} (server-side apply)")
     return "rendered manifests (server-side apply)"

@@ -1136,7 +1136,8 @@ class StandIn:
         handler = type("BoundHandler", (Handler,), {"cluster": self.cluster})
         srv = _Server(("127.0.0.1", 0), handler)
         self._servers.append(srv)
-        threading.Thread(target=srv.serve_forever, name="k8s-standin", daemon=True).start()
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, name="k8s-standin",
+                         daemon=True).start()
         self.url = f"http://127.0.0.1:{srv.server_address[1]}"
         up = self.options["dashboard_upstream"]
         if up:
@@ -1145,7 +1146,8 @@ class StandIn:
         else:
             dash = _Server(("127.0.0.1", 0), type("Dash", (_Dashboard,), {"ray_version": self.options["ray_version"]}))
             self._servers.append(dash)
-            threading.Thread(target=dash.serve_forever, name="k8s-standin-dashboard", daemon=True).start()
+            threading.Thread(target=dash.serve_forever, kwargs={"poll_interval": 0.05},
+                             name="k8s-standin-dashboard", daemon=True).start()
             self.cluster.dashboard_addr = ("127.0.0.1", dash.server_address[1])
         if self._workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="k8s-standin-")
