@@ -295,7 +295,6 @@ def socket_ifname_problems(value: str | None) -> list[str]:
 
 def check_raycluster(obj: dict, settings: Settings) -> list[str]:
     """Problems that would make the RayCluster misbehave on EKS ([] = none). Each names the fix."""
-    p: list[str] = []
     if obj.get("apiVersion") != RAY_API or obj.get("kind") != "RayCluster":
         return [f"not a {RAY_API} RayCluster (apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r})"]
     spec = obj.get("spec") or {}
@@ -555,8 +554,13 @@ def preflight(client, settings: Settings, rc: dict, *, operator_present: bool) -
         for r, v in req.items():
             if free.get(r, 0.0) + 1e-9 < v:
                 alloc = k8s.quantity(((node.get("status") or {}).get("allocatable") or {}).get(r))
-                miss.append(f"{r} free {_fmt(r, free.get(r, 0.0))} of allocatable {_fmt(r, alloc)}, "
-                            f"needs {_fmt(r, v)}")
+                msg = f"{r} free {_fmt(r, free.get(r, 0.0))} of allocatable {_fmt(r, alloc)}, needs {_fmt(r, v)}"
+                if alloc + 1e-9 >= v:   # the node has it, other pods hold it
+                    users = [k8s.name_of(p) for p in pods if (p.get("spec") or {}).get("nodeName") == k8s.name_of(node)
+                             and k8s.name_of(p) not in ours and _pod_requests(p).get(r)
+                             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+                    msg += f" (held by {', '.join(users[:4])}{'...' if len(users) > 4 else ''})"
+                miss.append(msg)
         miss += [f"untolerated taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
                  for t in k8s.untolerated_taints(tolerations_spec.get("tolerations") or [], node)]
         return miss
@@ -582,8 +586,12 @@ def preflight(client, settings: Settings, rc: dict, *, operator_present: bool) -
             fit += 1
         else:
             hint = ""
-            if any(x.startswith(k8s.GPU_RESOURCE) or x.startswith(k8s.EFA_RESOURCE) for x in w):
+            if any((x.startswith(k8s.GPU_RESOURCE) or x.startswith(k8s.EFA_RESOURCE)) and "held by" not in x
+                   for x in w):
                 hint = " -> the device plugins are missing or unhealthy: run notebook 03 (plugins.step)"
+            elif any("held by" in x for x in w):
+                hint = (" -> other pods hold it (a RayJob's cluster, an earlier RayCluster under another name?): "
+                        "delete them first")
             reasons.append(f"GPU node {k8s.name_of(n)}: " + "; ".join(w) + hint)
     if fit < need:
         problems.append(f"only {fit} of the {len(gpu_nodes)} GPU node(s) (role=gpu-worker) can take a worker pod; "

@@ -441,3 +441,17 @@ def test_local_step_flags_a_head_with_gpus_or_no_cluster(monkeypatch):
     with pytest.raises(RuntimeError, match="notebook 02"):
         with kuberay.job_server(s):
             pass
+
+
+def test_gpus_held_by_other_pods_are_named():
+    """A second RayCluster under another name holds the GPUs: the preflight names it instead of blaming plugins."""
+    s = settings()
+    other = kuberay.render_raycluster(settings(ray_cluster_name="old-cluster"))
+    with standin("healthy", set_env=True, preload=[other], **READY_OP) as st:
+        w = k8s.wait_for(lambda: (sum(p["status"]["phase"] == "Running" for p in st.objects("v1", "pods", "ray-train"))
+                                  == 3, None), timeout_s=3, interval_s=0.05)
+        assert w.ok
+        r = kuberay.step(s, **FAST)
+    assert not r.ok
+    text = "\n".join(r.problems)
+    assert "held by old-cluster-gpu-efa-worker-" in text and "notebook 03" not in text

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import subprocess
 import sys
 from pathlib import Path
