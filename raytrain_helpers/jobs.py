@@ -62,7 +62,7 @@ def _use_gpu(settings: Settings) -> bool:
 
 
 def job_config(settings: Settings, *, run_name: str | None = None, marker: str | None = None,
-               steps: int | None = None, warmup_steps: int = 0) -> dict[str, Any]:
+               steps: int | None = None, warmup_steps: int = 0, final_checkpoint: bool = True) -> dict[str, Any]:
     t = settings.train
     return dict(
         run_name=run_name or settings.run_name, marker=marker or uuid.uuid4().hex[:12],
@@ -70,14 +70,15 @@ def job_config(settings: Settings, *, run_name: str | None = None, marker: str |
         steps=steps or t.steps, seq_len=t.seq_len, batch_size=t.batch_size, learning_rate=t.learning_rate,
         seed=t.seed, checkpoint_every=t.checkpoint_every, num_workers=t.num_workers, precision=t.precision,
         use_gpu=_use_gpu(settings), storage_path=storage_path(settings, run_name), warmup_steps=warmup_steps,
-        cpu_threads=1,
+        cpu_threads=1, final_checkpoint=final_checkpoint,
     )
 
 
 def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for the driver and the training workers (runtime_env env_vars)."""
     env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1"}
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1",
+           "RAY_DEDUP_LOGS": "0"}
     if settings.nccl.debug:
         env["NCCL_DEBUG"] = settings.nccl.debug
     if _use_gpu(settings) and settings.target == "local":
@@ -115,7 +116,10 @@ class JobRun:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return self.result.get("metrics", {}) or {}
+        m = self.result.get("metrics", {}) or {}
+        if "ranks" not in m:  # no final checkpoint: rank 0 printed the summary into the logs
+            m = dict(m, **parse_summary(self.logs))
+        return m
 
     @property
     def ranks(self) -> list[dict[str, Any]]:
@@ -148,6 +152,18 @@ def parse_result(logs: str) -> dict[str, Any]:
         if i >= 0:
             try:
                 return json.loads(line[i + len(RESULT_PREFIX):])
+            except ValueError:
+                continue
+    return {}
+
+
+def parse_summary(logs: str) -> dict[str, Any]:
+    from .train import SUMMARY_PREFIX
+    for line in reversed(logs.splitlines()):
+        i = line.find(SUMMARY_PREFIX)
+        if i >= 0:
+            try:
+                return json.loads(line[i + len(SUMMARY_PREFIX):])
             except ValueError:
                 continue
     return {}
@@ -194,7 +210,8 @@ def find_active(client, run_name: str) -> str | None:
 
 def submit(settings: Settings, *, run_name: str | None = None, steps: int | None = None,
            extra_env: dict[str, str] | None = None, warmup_steps: int = 0, follow: bool = True,
-           timeout_s: float = 3600, quiet: bool = False, progress: bool = True) -> JobRun:
+           timeout_s: float = 3600, quiet: bool = False, progress: bool = True,
+           final_checkpoint: bool = True) -> JobRun:
     """Submit (or attach to) the training job of ``run_name`` and follow it to the end."""
     run_name = run_name or settings.run_name
     with job_server(settings) as url:
@@ -206,7 +223,8 @@ def submit(settings: Settings, *, run_name: str | None = None, steps: int | None
             if not quiet:
                 print(f"a job of run {run_name!r} is already running: following {sid}")
         else:
-            cfg = job_config(settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps)
+            cfg = job_config(settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps,
+                             final_checkpoint=final_checkpoint)
             wd = stage_working_dir(settings, cfg)
             runtime_env: dict[str, Any] = {"working_dir": str(wd), "env_vars": worker_env(settings, extra_env)}
             if settings.train.extra_pip:
@@ -369,9 +387,9 @@ def benchmark(settings: Settings, variants: list[dict[str, Any]] | None = None, 
     for v in variants:
         name = f"{settings.run_name}-bench-{v['label']}-{uuid.uuid4().hex[:6]}"
         job = submit(bench_settings, run_name=name, steps=t.bench_steps, warmup_steps=t.bench_warmup_steps,
-                     extra_env=v["env"], quiet=quiet, progress=not quiet)
+                     extra_env=v["env"], quiet=quiet, progress=not quiet, final_checkpoint=False)
         logs = collect_worker_logs(settings, job)
-        out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text=logs))
+        out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text="\n".join(logs.values())))
     return out
 
 

@@ -281,15 +281,12 @@ def _aws_infra_rows(settings):
 # NCCL logs of a run and their audit
 # --------------------------------------------------------------------------------------------
 
-def collect_worker_logs(settings, run) -> str:
+def collect_worker_logs(settings, run) -> dict:
     """The training workers' own log files for this run (NCCL prints there, not on the driver)."""
     marker = (run.config or {}).get("marker") or (run.result or {}).get("marker")
     if not marker:
-        return ""
-    try:
-        from . import nccl
-    except ImportError:
-        return ""
+        return {}
+    from . import nccl
     if settings.target == "local":
         from .targets import local
         texts = nccl.collect_local_logs(local.session_log_dirs(settings), marker)
@@ -297,7 +294,7 @@ def collect_worker_logs(settings, run) -> str:
         from . import k8s, kuberay
         pods = kuberay.worker_pods(settings)
         texts = nccl.collect_pod_logs(lambda pod, cmd: k8s.exec_in_pod(settings, pod, cmd), pods, marker)
-    return "\n".join(texts.values()) if isinstance(texts, dict) else str(texts)
+    return texts
 
 
 def audit_run(settings, run, logs: str | None = None):

@@ -21,6 +21,7 @@ from typing import Any
 
 STEP_PREFIX = "[train] step"
 MARKER_PREFIX = "[raytrain] marker="
+SUMMARY_PREFIX = "RAYTRAIN_SUMMARY "
 
 
 def build_model(cfg: dict[str, Any], device):
@@ -195,8 +196,13 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                  start_step=start_step, steps=steps, step_times=step_times, world_size=world)
     if not step_times:
         final.update(step=steps, note="already complete: the latest checkpoint is at the last step")
+    if rank == 0:  # also in the job's logs, so the summary survives runs without a final checkpoint
+        print(SUMMARY_PREFIX + json.dumps(final, default=str), flush=True)
     # Ray Train's Result.metrics are those of the latest checkpoint: the summary rides on the final one.
-    _save_and_report(model, optimizer, final, steps, rank, cfg, get_state_dict, dcp)
+    if cfg.get("final_checkpoint", True):
+        _save_and_report(model, optimizer, final, steps, rank, cfg, get_state_dict, dcp)
+    else:  # benchmarks: no multi-GB write after the timed steps
+        ray.train.report(final)
     print(f"[train] SUCCESS rank={rank}/{world}", flush=True)
 
 
