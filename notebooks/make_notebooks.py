@@ -165,12 +165,42 @@ NOTEBOOKS = {
 }
 
 
-def main(argv: list[str]) -> int:
+def write_sources() -> list[Path]:
+    paths = []
     for name, notebook in NOTEBOOKS.items():
         path = HERE / f"{name}.ipynb"
         nbformat.validate(notebook)
         nbformat.write(notebook, path)
+        paths.append(path)
         print(f"wrote {path.relative_to(HERE.parent)}")
+    return paths
+
+
+def refresh(paths: list[Path]) -> None:
+    """Execute the notebooks in order, in place, exactly as nbval will (no injected parameters),
+    with a throw-away runs/ directory, then drop papermill's per-cell timing metadata."""
+    import os
+    import tempfile
+
+    import papermill as pm
+
+    with tempfile.TemporaryDirectory(prefix="raytrain-refresh-") as runs:
+        os.environ["RAYTRAIN_RUNS_DIR"] = runs
+        for path in paths:
+            print(f"executing {path.name}", flush=True)
+            pm.execute_notebook(str(path), str(path), cwd=str(HERE), kernel_name="python3", progress_bar=False)
+            notebook = nbformat.read(path, as_version=4)
+            notebook.metadata.pop("papermill", None)
+            for cell in notebook.cells:
+                cell.metadata.pop("papermill", None)
+                cell.metadata.pop("execution", None)
+            nbformat.write(notebook, path)
+
+
+def main(argv: list[str]) -> int:
+    paths = write_sources()
+    if "--refresh" in argv:
+        refresh(paths)
     return 0
 
 
