@@ -64,17 +64,19 @@ class MemoryPlan:
         return asdict(self)
 
     def rows(self) -> list[tuple[str, str]]:
+        from .report import human_bytes as hb
+        g = GIB
         r = [
             ("model", f"{self.preset}: {self.params / 1e9:.3f} B parameters" if self.params > 1e8
              else f"{self.preset}: {self.params / 1e6:.2f} M parameters"),
             ("world size", str(self.world_size)),
-            ("seed's figure (bf16 params+grads+AdamW)", f"{self.seed_total_gib:.2f} GiB total, "
-             f"{self.seed_per_device_gib:.3f} GiB per device"),
+            ("seed's figure (bf16 params+grads+AdamW, 8 B/param)", f"{hb(self.seed_total_gib * g)} total, "
+             f"{hb(self.seed_per_device_gib * g)} per device"),
             (f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
-             f"{self.state_total_gib:.2f} GiB total, {self.state_per_device_gib:.3f} GiB per device"),
-            ("gathered layers (prefetch 2)", f"{self.gathered_layers_gib:.3f} GiB"),
-            ("activations + logits per device", f"{self.activations_gib + self.logits_gib:.3f} GiB"),
-            ("planned peak per device", f"{self.peak_per_device_gib:.2f} GiB"),
+             f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device"),
+            ("gathered layers (prefetch 2)", hb(self.gathered_layers_gib * g)),
+            ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
+            ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
         if self.device_mem_gib is not None:
             r.append(("device memory", f"{self.device_mem_gib:.0f} GiB -> {'fits' if self.fits else 'DOES NOT FIT'}"))
@@ -92,12 +94,17 @@ def memory_plan(model_cfg: dict[str, Any], *, world_size: int, batch_size: int, 
     state_total = p * state_bpp / GIB
     compute_bytes = 2 if on_gpu else 4
     gathered = 2 * n["per_layer"] * compute_bytes / GIB
-    h, v = model_cfg["hidden_size"], model_cfg["vocab_size"]
-    sbh = batch_size * seq_len * h
-    # Korthikanti et al. 34*s*b*h bytes per layer in 16-bit (flash/SDPA attention: no s^2 term)
-    activations = 34 * sbh * n["layers"] * (compute_bytes / 2) / GIB
-    # logits in compute dtype, their fp32 upcast for the loss, and its gradient
-    logits = batch_size * seq_len * v * (compute_bytes + 4 + 4) / GIB
+    h, v, i = model_cfg["hidden_size"], model_cfg["vocab_size"], model_cfg["intermediate_size"]
+    kv = model_cfg["num_key_value_heads"] * (model_cfg.get("head_dim") or h // model_cfg["num_attention_heads"])
+    tokens = batch_size * seq_len
+    # Tensors autograd keeps per token and decoder layer (transformers' Qwen2, SDPA attention, no activation
+    # checkpointing), in 16-bit units: the RMSNorms' fp32 inputs and outputs, q/k/v/o inputs, rotary copies,
+    # attention output (~22 h), k and v (4 kv), and the SwiGLU MLP's gate, up, silu and product (8 i).
+    # Checked on 2 x H200 (qwen2.5-1.5b, seq 2048, batch 4): 50.5 GiB measured, 50.5 GiB planned.
+    per_token_layer = (22 * h + 4 * kv + 8 * i) * (compute_bytes / 2)
+    activations = tokens * per_token_layer * n["layers"] / GIB
+    # logits in compute dtype, their fp32 upcast, log-softmax kept for backward, and its gradient
+    logits = tokens * v * (compute_bytes + 4 + 4 + 4) / GIB
     peak = state_total / world_size + gathered + activations + logits
     fits = None if device_mem_gib is None else peak <= 0.9 * device_mem_gib
     plan = MemoryPlan(
@@ -164,6 +171,15 @@ class LocalCapacity:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def show(self) -> None:
+        from .report import table
+        table(self.rows(), ["resource", "found", "required", "verdict"],
+              title="capacity on this machine (local target)")
+        table(self.plan.rows(), ["memory plan", "value"], title="FSDP memory plan per device", max_width=80)
+        for p in self.problems:
+            print(f"PROBLEM: {p}")
+        print("capacity: OK" if self.ok else "capacity: NOT ENOUGH (see the problems above)")
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(resource, found, required, verdict)."""
@@ -242,12 +258,18 @@ def aws_plan(settings: Settings) -> MemoryPlan:
     return plan_for(settings, world, on_gpu=True, device_mem_gib=it["gpu_mem_gib"])
 
 
-def check(settings: Settings):
-    """Notebook 01's entry point."""
+def check(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions=None):
+    """Notebook 01's entry point: local resources, or the AWS capacity search (``probe`` only on aws)."""
     if settings.target == "local":
         return local_resources(settings)
-    from . import capacity_aws  # delivered by the AWS issue
-    return capacity_aws.check(settings)
+    from . import capacity_aws  # the AWS half
+    return capacity_aws.check(settings, regions=regions, probe=probe, assume_yes=assume_yes)
+
+
+def seed_plan() -> MemoryPlan:
+    """The seeds' example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
+    return memory_plan(PRESETS["qwen2.5-1.5b"], world_size=8, batch_size=1, seq_len=2048, on_gpu=True,
+                       preset="qwen2.5-1.5b", device_mem_gib=INSTANCE_TYPES["g6.12xlarge"]["gpu_mem_gib"])
 
 
 def seed_figure_check() -> tuple[float, float]:

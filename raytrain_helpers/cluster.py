@@ -41,6 +41,34 @@ def step(settings: Settings, action: str = "up", *, assume_yes: bool = False):
     return aws_step(settings, action, assume_yes=assume_yes)
 
 
+class TeardownResult:
+    def __init__(self, steps: list[tuple[str, bool, str]]):
+        self.steps = steps
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok, _ in self.steps)
+
+    def show(self) -> None:
+        from .report import table
+        table([(name, "gone" if ok else "LEFT", ev) for name, ok, ev in self.steps], ["what", "state", "evidence"],
+              title="teardown (reverse order)", max_width=90)
+
+
+def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False):
+    """Notebook 08's entry point: remove everything in reverse order, verified by listing.
+
+    On aws: the GPU node group, then the cluster (``nodegroup_only``: only the node group), returning an
+    :class:`AwsClusterResult` whose ``remaining`` lists what is still in the account."""
+    if settings.target == "local":
+        from .targets import local
+        info = local.down(settings)
+        left = local._our_pids(settings)
+        return TeardownResult([("local Ray cluster (head + worker raylets)", not info.running and not left,
+                                f"{info.message}; {len(left)} process(es) left")])
+    return aws_teardown(settings, assume_yes=assume_yes, nodegroup_only=nodegroup_only)
+
+
 # ============================================================================================
 # The aws target
 # ============================================================================================
@@ -403,7 +431,7 @@ def aws_step(settings: Settings, action: str, *, assume_yes: bool = False) -> Aw
     elif action == "status":
         _status(ctx, res)
     else:
-        teardown(settings, assume_yes=assume_yes, _ctx=ctx, _res=res)
+        aws_teardown(settings, assume_yes=assume_yes, _ctx=ctx, _res=res)
     return res
 
 
@@ -696,8 +724,8 @@ def _wait_cluster_gone(ctx: _Ctx) -> str:
 # Teardown: the GPU node group, then the cluster; verified by listing what is left
 # --------------------------------------------------------------------------------------------
 
-def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False,
-             _ctx: _Ctx | None = None, _res: AwsClusterResult | None = None) -> AwsClusterResult:
+def aws_teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False,
+                 _ctx: _Ctx | None = None, _res: AwsClusterResult | None = None) -> AwsClusterResult:
     """Delete the GPU node group, then (unless ``nodegroup_only``) the cluster with everything eksctl made.
 
     Headless with ``assume_yes=True``; never prompts in a non-interactive run (it refuses instead).

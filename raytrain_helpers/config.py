@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 ENV_PREFIX = "RAYTRAIN_"
 ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
+#: RAYTRAIN_* variables that are not settings (paths and test switches).
+RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_AWS_FAKE_RESPONSES"}
 
 # --------------------------------------------------------------------------------------------
 # Static facts
@@ -297,7 +299,7 @@ class TrainSettings(_Group):
 
 class NcclSettings(_Group):
     #: Expected NCCL transport: auto = aws -> efa, local GPUs -> p2p, CPU -> none (gloo).
-    expect: Literal["auto", "efa", "p2p", "socket", "none"] = "auto"
+    expect: Literal["auto", "efa", "p2p", "socket", "ib", "none"] = "auto"
     debug: str = "INFO"
     #: Extra environment for the training workers (NCCL_*, FI_*), passed through runtime_env.
     env: dict[str, str] = Field(default_factory=dict)
@@ -437,6 +439,15 @@ def _coerce_scalar(text: str) -> Any:
     return v
 
 
+def _coerce_for(group: str | None, leaf: str, raw: str) -> Any:
+    """Strings from the environment or a command line, typed by the field they set (str fields stay str)."""
+    model = Settings if group is None else Settings.model_fields[group].annotation
+    ann = model.model_fields[leaf].annotation
+    if ann is str:
+        return raw
+    return _coerce_scalar(raw)
+
+
 class _Layered:
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
@@ -482,16 +493,16 @@ def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.Path
         layers.merge_yaml(_read_yaml(fp), fp.name)
     env = os.environ if environ is None else environ
     for var, raw in sorted(env.items()):
-        if not var.startswith(ENV_PREFIX) or var == ENV_FILE_VAR:
+        if not var.startswith(ENV_PREFIX) or var in RESERVED_ENV:
             continue
         group, leaf = _resolve_key(var)
-        layers.set(group, leaf, _coerce_scalar(raw), f"environment ({var})")
+        layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
     for key, value in params.items():
         if value is None:
             continue
         group, leaf = _resolve_key(key)
         if isinstance(value, str):
-            value = _coerce_scalar(value) if leaf not in ("run_name", "k8s_version") else value
+            value = _coerce_for(group, leaf, value)
         layers.set(group, leaf, value, f"parameter ({key})")
     try:
         settings = Settings.model_validate(layers.data)

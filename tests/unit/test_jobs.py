@@ -1,0 +1,50 @@
+import json
+
+from raytrain_helpers import config as C, jobs, report
+
+LOGS = """\
+[36m(RayTrainWorker pid=11)[0m [train] step 1/3 loss=6.9303 step_time=0.204s tokens/s=1257 peak_mem=573MiB
+[36m(RayTrainWorker pid=11)[0m [train] step 2/3 loss=6.9450 step_time=0.052s tokens/s=4895 peak_mem=577MiB
+[36m(RayTrainWorker pid=11)[0m [train] SUCCESS rank=0/2
+[36m(RayTrainWorker pid=11)[0m [train] SUCCESS rank=0/2
+RAYTRAIN_RESULT {"ok": true, "metrics": {"step": 3}}
+"""
+
+
+def test_parse_steps_and_result():
+    steps = jobs.parse_steps(LOGS)
+    assert [s["step"] for s in steps] == [1, 2] and steps[1]["tokens_per_s"] == 4895
+    assert jobs.parse_result(LOGS) == {"ok": True, "metrics": {"step": 3}}
+    assert jobs.parse_result("no result here") == {}
+
+
+def test_success_ranks_counts_each_rank_once():
+    ranks, world = report.success_ranks(LOGS)
+    assert ranks == {0} and world == 2
+
+
+def test_job_config_and_env(clean_env, repo_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path))
+    s = C.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, steps=3,
+               run_name="unit")
+    s = C.with_overrides(s, env={"NCCL_SOCKET_IFNAME": "^lo,docker0"})
+    cfg = jobs.job_config(s, marker="abc")
+    assert cfg["steps"] == 3 and cfg["marker"] == "abc" and cfg["use_gpu"] is False
+    assert cfg["model"] == C.PRESETS["tiny"]
+    assert cfg["storage_path"] == str(tmp_path / "unit" / "storage")
+    env = jobs.worker_env(s, {"NCCL_P2P_DISABLE": "1"})
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker0"
+    assert env["NCCL_P2P_DISABLE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    wd = jobs.stage_working_dir(s, cfg)
+    assert (wd / "raytrain_helpers" / "train.py").is_file()
+    assert (wd / "raytrain_helpers" / "entrypoint.py").is_file()
+    assert json.loads((wd / "job_config.json").read_text())["marker"] == "abc"
+    assert not list(wd.rglob("__pycache__"))
+
+
+def test_aws_needs_remote_storage(clean_env, repo_root):
+    import pytest
+    s = C.load(repo_root / "env.yaml", environ={}, target="aws")
+    with pytest.raises(C.ConfigError, match="s3://"):
+        jobs.storage_path(s)
+    assert jobs.storage_path(C.with_overrides(s, storage_path="s3://b/p")) == "s3://b/p"

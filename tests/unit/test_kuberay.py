@@ -1,0 +1,457 @@
+"""kuberay.step / status / job_server / teardown, k8s.exec_in_pod and the port-forward, against the stand-in.
+
+The stand-in serves the real REST paths, server-side apply and the exec/portforward websockets, so the
+client code runs unchanged. What only the stand-in (not a real EKS) proves: the KubeRay operator's
+behaviour (pods from the RayCluster), the kubelet/device-plugin registration and the scheduler's choices
+are simulated from the nodes' labels, taints and allocatable.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import sys
+import threading
+import time
+import types
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from raytrain_helpers import config, k8s, kuberay  # noqa: E402
+from tests.k8s_standin import standin  # noqa: E402
+
+QUIET = lambda *a: None  # noqa: E731
+FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
+SHORT = dict(timeout_s=0.8, poll_s=0.05, log=QUIET)
+READY = dict(plugins_installed=True, delay_s=0.1)      # GPUs/EFA already allocatable (notebook 03 done)
+READY_OP = dict(READY, operator_installed=True)       # ... and the KubeRay operator already there
+
+
+def settings(**params):
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+
+def names(st, ns="ray-train"):
+    return sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", ns))
+
+
+# --------------------------------------------------------------------------------------------
+# step
+# --------------------------------------------------------------------------------------------
+
+def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys):
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.step(s, **FAST)
+        assert r.ok, (r.message, r.problems, r.diagnosis)
+        assert r.state == "ready"
+        roles = {p["role"]: p for p in r.pods}
+        assert roles["head"]["instance_type"] == "m7i.xlarge"
+        workers = [p for p in r.pods if p["role"] == "worker"]
+        assert len(workers) == 2 and {w["instance_type"] for w in workers} == {"g6.12xlarge"}
+        assert len({w["node"] for w in workers}) == 2 and all(w["zone"] == "us-west-2a" for w in workers)
+        kinds = [k for k, _, _ in st.cluster.applied]
+        assert kinds.index("CustomResourceDefinition") < kinds.index("Deployment") < kinds.index("RayCluster")
+        assert kinds.index("Namespace", kinds.index("Deployment")) < kinds.index("RayCluster")
+        # the operator landed on the system node
+        op_pods = st.objects("v1", "pods", "kuberay-system")
+        assert [p["spec"]["nodeName"] for p in op_pods] == [roles["head"]["node"]]
+        first = names(st)
+        gen = st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train")["metadata"]["generation"]
+        # again: nothing is recreated, the applied spec is unchanged
+        r2 = kuberay.step(s, **FAST)
+        assert r2.ok and names(st) == first
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train")["metadata"]["generation"] == gen
+        assert "already installed" in r2.install_method
+        r2.show()
+    out = capsys.readouterr().out
+    assert "Pod placement" in out and "m7i.xlarge" in out
+
+
+def test_the_crd_schema_is_enforced_by_the_standin():
+    """With the full v1.4.0 CRDs installed, an invalid RayCluster is refused with HTTP 422 (as by EKS)."""
+    s = settings()
+    crds = REPO / "../shared/kuberay-crds/v1.4.0"
+    if not crds.is_dir():
+        pytest.skip(f"KubeRay CRDs not found at {crds.resolve()}")
+    with standin("healthy", set_env=True, operator_installed=True, crd_dir=str(crds), **READY):
+        client = k8s.api_client(s)
+        k8s.apply(client, kuberay.render_namespace(s))
+        rc = kuberay.render_raycluster(s)
+        rc["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
+        with pytest.raises(k8s.K8sError, match="HTTP 422"):
+            k8s.apply(client, rc)
+        assert kuberay.step(s, **FAST).ok          # the rendered one is accepted
+        client.close()
+
+
+def test_changed_spec_needs_assume_yes():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.step(s, **FAST).ok
+        before = names(st)
+        s2 = settings(debug="TRACE")
+        r = kuberay.step(s2, **FAST)
+        assert not r.ok and "different spec" in r.message and "assume_yes=True" in r.problems[0]
+        assert names(st) == before
+        r = kuberay.step(s2, assume_yes=True, **FAST)
+        assert r.ok, (r.message, r.diagnosis)
+        after = names(st)
+        assert len(after) == 3 and not set(after) & set(before)
+
+
+def test_missing_plugins_fail_fast_before_anything_is_applied():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05) as st:    # notebook 03 skipped
+        t0 = time.monotonic()
+        r = kuberay.step(s, **FAST)
+        assert time.monotonic() - t0 < 3
+        assert not r.ok and "nothing was applied" in r.message
+        text = "\n".join(r.problems)
+        assert "nvidia.com/gpu free 0 of allocatable 0, needs 4" in text and "notebook 03" in text
+        assert st.cluster.applied == []
+
+
+def test_taint_on_gpu_nodes_is_named_before_apply():
+    s = settings()
+    with standin("pods-pending", set_env=True, delay_s=0.05) as st:
+        r = kuberay.step(s, **FAST)
+        assert not r.ok
+        text = "\n".join(r.problems)
+        assert "untolerated taint dedicated=ml-training:NoSchedule" in text
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
+        # the taint removed, the same step succeeds
+        def untaint(c):
+            for n in c.list("v1", "nodes"):
+                n["spec"]["taints"] = [t for t in n["spec"].get("taints") or [] if t["key"] != "dedicated"]
+        st.mutate(untaint)
+        assert kuberay.step(s, **FAST).ok
+
+
+def test_pending_pods_are_diagnosed_with_the_taint():
+    """A RayCluster applied before the nodes got tainted: its pods stay Pending; status + diagnosis say why."""
+    s = settings()
+    rc = kuberay.render_raycluster(s)
+    with standin("pods-pending", set_env=True, delay_s=0.05, preload=[rc]):
+        # the operator makes the pods, then the head's container starts after delay_s
+        w = k8s.wait_for(lambda: (lambda r: (any(p["role"] == "head" and p["phase"] == "Running" for p in r.pods),
+                                             r))(kuberay.status(s)), timeout_s=3, interval_s=0.05)
+        assert w.ok
+        r = w.value
+        assert not r.ok
+        phases = {p["role"]: p["phase"] for p in r.pods}
+        assert phases == {"head": "Running", "worker": "Pending"}
+        client = k8s.api_client(s)
+        pods = kuberay.cluster_pods(client, s)
+        nodes = k8s.list_objects(client, "v1", "Node")
+        diag = "\n".join(kuberay.diagnose_cluster(client, s, pods, nodes, {}))
+        client.close()
+    assert "untolerated taint {dedicated: ml-training}" in diag           # the scheduler's words
+    assert "untolerated taint dedicated=ml-training:NoSchedule" in diag     # which node, which taint
+    assert "Fix: the nodes carry a taint" in diag
+
+
+def test_head_never_ready_times_out_with_a_diagnosis():
+    s = settings()
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        r = kuberay.step(s, timeout_s=1.0, poll_s=0.05, log=QUIET)
+    assert not r.ok and "not ready after" in r.message
+    text = "\n".join(r.diagnosis)
+    assert "head pod" in text and "not Ready" in text and "restarts 3" in text and "RAY_VERSION" in text
+    assert [p["phase"] for p in r.pods if p["role"] == "worker"] == ["Running", "Running"]
+
+
+def test_broken_manifest_is_never_applied(monkeypatch):
+    s = settings()
+    real = kuberay.render_raycluster
+
+    def no_shm(settings):
+        rc = real(settings)
+        rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["volumes"] = []
+        return rc
+    monkeypatch.setattr(kuberay, "render_raycluster", no_shm)
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.step(s, **FAST)
+        assert not r.ok and any("/dev/shm" in p for p in r.problems)
+        assert st.cluster.applied == []
+
+
+def test_operator_without_helm_or_crds_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(kuberay, "crd_dir", lambda settings: None)
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.step(s, **FAST)
+        assert not r.ok and "CRDs are not installed" in r.message and "kubectl apply --server-side" in r.message
+        assert st.cluster.applied == []
+
+
+def test_operator_with_helm(tmp_path, monkeypatch):
+    log = tmp_path / "helm.log"
+    exe = tmp_path / "bin" / "helm"
+    exe.parent.mkdir()
+    exe.write_text(f"#!{sys.executable}\nimport json,sys\nopen({str(log)!r},'a').write(json.dumps(sys.argv[1:])+'\\n')\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    s = settings()
+    with standin("healthy", set_env=True, **READY):
+        r = kuberay.step(s, **SHORT)
+    args = json.loads(log.read_text().splitlines()[0])
+    assert args[:4] == ["upgrade", "--install", "kuberay-operator", "kuberay-operator"]
+    assert args[args.index("--version") + 1] == "1.4.0"
+    assert args[args.index("--namespace") + 1] == "kuberay-system" and "--create-namespace" in args
+    assert args[args.index("--repo") + 1] == "https://ray-project.github.io/kuberay-helm/"
+    # the fake helm installs nothing: the step says so instead of waiting for pods
+    assert not r.ok and "operator not ready" in r.message
+    assert any("not found" in d for d in r.diagnosis)
+
+
+# --------------------------------------------------------------------------------------------
+# job server (port-forward), exec
+# --------------------------------------------------------------------------------------------
+
+def test_job_server_forwards_to_the_head_dashboard():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.step(s, **FAST).ok
+        with kuberay.job_server(s) as url:
+            assert url.startswith("http://127.0.0.1:")
+            port = int(url.rsplit(":", 1)[1])
+            for _ in range(3):   # several connections, each its own port-forward stream
+                with urllib.request.urlopen(url + "/api/version", timeout=5) as resp:
+                    body = json.loads(resp.read())
+            assert body["ray_version"] == "2.58.0"
+            head = kuberay.head_pod(s)["metadata"]["name"]
+            assert st.cluster.portforwards[-3:] == [(head, 8265)] * 3
+        with socket.socket() as sock:          # closed on exit
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_job_server_needs_a_ready_head():
+    s = settings()
+    with standin("healthy", set_env=True, **READY):
+        with pytest.raises(k8s.K8sError, match="no Ray head pod.*notebook 04"):
+            with kuberay.job_server(s):
+                pass
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        kuberay.step(s, **SHORT)
+        with pytest.raises(k8s.K8sError, match="not Ready"):
+            with kuberay.job_server(s):
+                pass
+
+
+def test_exec_in_pod():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP, files={"/tmp/ray/nccl.log": "NCCL INFO NET/OFI Selected provider is efa\n"}) as st:
+        assert kuberay.step(s, **FAST).ok
+        client = k8s.api_client(s)
+        pods = kuberay.cluster_pods(client, s)
+        client.close()
+        worker = next(k8s.name_of(p) for p in pods if kuberay._role(p) == "worker")
+        head = next(k8s.name_of(p) for p in pods if kuberay._role(p) == "head")
+        assert "provider: efa" in k8s.exec_in_pod(s, worker, ["fi_info", "-p", "efa"])
+        assert "Selected provider is efa" in k8s.exec_in_pod(s, worker, "cat /tmp/ray/nccl.log")
+        with pytest.raises(k8s.ExecError) as e:
+            k8s.exec_in_pod(s, head, "fi_info -p efa")         # the head has no EFA device
+        assert e.value.returncode == 1 and "No data available" in e.value.stderr
+        with pytest.raises(k8s.ExecError) as e:
+            k8s.exec_in_pod(s, worker, "nvidia-smi-typo")
+        assert e.value.returncode == 127
+        assert k8s.exec_in_pod(s, worker, "exit 3", check=False) == ""
+        assert (worker, ["/bin/sh", "-c", "cat /tmp/ray/nccl.log"]) in st.cluster.exec_log
+        with pytest.raises(k8s.K8sError):
+            k8s.exec_in_pod(s, "no-such-pod", "hostname")
+
+
+def _echo_server():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=c: _echo(c), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def _echo(c):
+    with c:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return
+            c.sendall(d.upper())
+
+
+def test_port_forwarder_with_an_injected_upstream():
+    """The local listener and relay, with a plain TCP upstream instead of the API server's websocket."""
+    up = _echo_server()
+    opened = []
+
+    def factory():
+        s = socket.create_connection(up.getsockname())
+        opened.append(s)
+        return s, s.close
+    s = settings()
+    with k8s.port_forward(s, "ignored", 8265, connection_factory=factory) as fwd:
+        assert fwd.url.startswith("http://127.0.0.1:")
+        results = []
+
+        def client(i):
+            with socket.create_connection(("127.0.0.1", fwd.port)) as c:
+                payload = f"hello {i} ".encode() * 5000      # larger than one recv
+                c.sendall(payload)
+                got = b""
+                while len(got) < len(payload):
+                    got += c.recv(65536)
+                results.append(got == payload.upper())
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        [t.start() for t in ts]
+        [t.join(10) for t in ts]
+        assert results == [True] * 4 and fwd.connections == 4
+    up.close()
+    with pytest.raises(ValueError):
+        k8s.PortForwarder(factory, host="0.0.0.0")
+
+
+def test_port_forwarder_reports_upstream_failures():
+    def factory():
+        raise k8s.K8sError("port-forward to ns/pod:8265 failed: connection refused")
+    with k8s.port_forward(settings(), "p", 8265, connection_factory=factory) as fwd:
+        with socket.create_connection(("127.0.0.1", fwd.port)) as c:
+            c.settimeout(5)
+            assert c.recv(10) == b""            # closed, not hung
+        time.sleep(0.05)
+        assert fwd.errors and "connection refused" in fwd.errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# teardown, context choice
+# --------------------------------------------------------------------------------------------
+
+def test_teardown_deletes_in_order_and_verifies():
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        assert kuberay.step(s, **FAST).ok
+        r = kuberay.teardown(s)
+        assert not r.ok and "assume_yes=True" in r.message
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is not None
+        r = kuberay.teardown(s, assume_yes=True, timeout_s=3, poll_s=0.05, log=QUIET)
+        assert r.ok, r.deleted
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
+        assert st.objects("apps/v1", "deployments") == []
+        assert st.get("v1", "namespaces", "ray-train") is None and st.get("v1", "namespaces", "kube-system")
+        assert st.get("apiextensions.k8s.io/v1", "customresourcedefinitions", "rayclusters.ray.io") is None
+        assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2    # plugins are not kuberay's
+        deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
+        assert deletes.index(next(p for p in deletes if "/rayclusters/" in p)) < deletes.index(
+            next(p for p in deletes if "/deployments/" in p))
+        assert kuberay.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=QUIET).ok   # idempotent
+
+
+def test_context_choice_prefers_the_eks_cluster():
+    s = settings(cluster_name="raytrain-tutorial", region="us-west-2")
+    kc = {"current-context": "kind-dev", "contexts": [
+        {"name": "kind-dev", "context": {"cluster": "kind-dev"}},
+        {"name": "eks", "context": {"cluster": "arn:aws:eks:us-west-2:123456789012:cluster/raytrain-tutorial"}}]}
+    assert k8s.pick_context(s, kc) == "eks"
+    kc2 = {"current-context": "me@raytrain-tutorial.us-west-2.eksctl.io", "contexts": [
+        {"name": "me@raytrain-tutorial.us-west-2.eksctl.io",
+         "context": {"cluster": "raytrain-tutorial.us-west-2.eksctl.io"}}, kc["contexts"][1]]}
+    assert k8s.pick_context(s, kc2) == "me@raytrain-tutorial.us-west-2.eksctl.io"
+    assert k8s.pick_context(s, {"current-context": "standin", "contexts": [{"name": "standin", "context": {
+        "cluster": "standin"}}]}) == "standin"
+
+
+# --------------------------------------------------------------------------------------------
+# local
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class FakeInfo:
+    running: bool
+    nodes: list = field(default_factory=list)
+    address: str = "127.0.0.1:6390"
+    dashboard_url: str = "http://127.0.0.1:8266"
+
+    @property
+    def head(self):
+        return next((n for n in self.nodes if n["role"] == "head"), None)
+
+
+def fake_local(monkeypatch, info):
+    mod = types.ModuleType("raytrain_helpers.targets.local")
+    mod.status = lambda settings: info
+    import raytrain_helpers.targets as targets
+    monkeypatch.setitem(sys.modules, "raytrain_helpers.targets.local", mod)
+    monkeypatch.setattr(targets, "local", mod, raising=False)
+
+
+def _node(name, role, cpu, gpu, slots):
+    return dict(node_id=name * 4, name=name, role=role, alive=True, temp_dir=f"/tmp/raytrain/{name}",
+                resources={"CPU": cpu, "GPU": gpu, **({"train_slot": slots} if slots else {})})
+
+
+def test_local_step_maps_the_manifest_to_raylets(monkeypatch, capsys):
+    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 1, 0, 1),
+                                            _node("worker-1", "worker", 1, 0, 1)]))
+    s = settings(target="local")
+    r = kuberay.step(s)
+    assert r.ok, r.problems
+    parts = {row[0].split(":")[0].split(".")[0]: row for row in r.mapping}
+    assert parts["headGroupSpec"][2] == "CPU 0, GPU 0"
+    assert "2 alive" in next(row[2] for row in r.mapping if row[0].startswith("workerGroupSpecs"))
+    assert next(row[2] for row in r.mapping if "train_slot" in row[0]) == "1, 1"
+    man = yaml.safe_load(r.manifest_yaml)
+    assert man["spec"]["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    r.show()
+    out = capsys.readouterr().out
+    assert "head raylet" in out and "worker raylets" in out and "num-gpus" in out
+    with kuberay.job_server(s) as url:
+        assert url == "http://127.0.0.1:8266"
+    assert kuberay.teardown(s).ok and kuberay.status(s).ok
+
+
+def test_local_step_flags_a_head_with_gpus_or_no_cluster(monkeypatch):
+    s = settings(target="local")
+    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 1, 1, 0), _node("worker-0", "worker", 1, 0, 1)]))
+    assert not kuberay.step(s).ok
+    fake_local(monkeypatch, FakeInfo(False))
+    r = kuberay.step(s)
+    assert not r.ok and any("notebook 02" in p for p in r.problems)
+    with pytest.raises(RuntimeError, match="notebook 02"):
+        with kuberay.job_server(s):
+            pass
+
+
+def test_gpus_held_by_other_pods_are_named():
+    """A second RayCluster under another name holds the GPUs: the preflight names it instead of blaming plugins."""
+    s = settings()
+    other = kuberay.render_raycluster(settings(ray_cluster_name="old-cluster"))
+    with standin("healthy", set_env=True, preload=[other], **READY_OP) as st:
+        w = k8s.wait_for(lambda: (sum(p["status"]["phase"] == "Running" for p in st.objects("v1", "pods", "ray-train"))
+                                  == 3, None), timeout_s=3, interval_s=0.05)
+        assert w.ok
+        r = kuberay.step(s, **FAST)
+    assert not r.ok
+    text = "\n".join(r.problems)
+    assert "held by old-cluster-gpu-efa-worker-" in text and "notebook 03" not in text

@@ -1,0 +1,257 @@
+"""plugins.step / status / teardown against the Kubernetes API stand-in, and the local target's table."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from raytrain_helpers import config, plugins  # noqa: E402
+from tests.k8s_standin import standin  # noqa: E402
+
+FAST = dict(timeout_s=3, poll_s=0.05, log=lambda *a: None)
+#: for runs that are meant to time out
+SHORT = dict(timeout_s=0.7, poll_s=0.05, log=lambda *a: None)
+
+
+def settings(**params):
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch, tmp_path):
+    """By default no helm on PATH (the rendered-manifest path); tests that want helm add a fake one."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    yield
+
+
+def fake_helm(tmp_path: Path, monkeypatch) -> Path:
+    """A `helm` that records its argv and the values files it is given, and succeeds."""
+    log = tmp_path / "helm.log"
+    exe = tmp_path / "bin" / "helm"
+    exe.parent.mkdir()
+    exe.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+vals = [open(args[i + 1]).read() for i, a in enumerate(args) if a == "-f"]
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"args": args, "values": vals}}) + "\\n")
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    return log
+
+
+def helm_calls(log: Path) -> list[dict]:
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+# --------------------------------------------------------------------------------------------
+# aws
+# --------------------------------------------------------------------------------------------
+
+def test_healthy_install_waits_for_allocatable():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.3) as st:
+        r = plugins.step(s, **FAST)
+        assert r.ok, (r.message, r.diagnosis)
+        assert r.install_method.startswith("rendered manifests")
+        assert [row["gpus"] for row in r.nodes] == [4, 4] and all(row["efa"] >= 1 for row in r.nodes)
+        assert {d["name"]: d["desired"] for d in r.daemonsets} == {
+            "nvidia-device-plugin-daemonset": 2, "aws-efa-k8s-device-plugin-daemonset": 2}
+        # it really waited: the stand-in's plugins register 0.3 s after the apply
+        assert r.elapsed_s >= 0.25
+        applied = [(k, n) for k, _, n in st.cluster.applied]
+        assert applied == [("DaemonSet", "nvidia-device-plugin-daemonset"),
+                           ("DaemonSet", "aws-efa-k8s-device-plugin-daemonset")]
+        # idempotent: a second run re-applies and changes nothing
+        pods_before = sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system"))
+        r2 = plugins.step(s, **FAST)
+        assert r2.ok
+        assert sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system")) == pods_before
+        st_ = plugins.status(s)
+        assert st_.ok and len(st_.nodes) == 2
+
+
+def test_gpu_nodes_without_role_label_give_desired_0_and_say_why():
+    s = settings()
+    with standin("plugin-desired-0", set_env=True, delay_s=0.05):
+        r = plugins.step(s, **SHORT)
+    assert not r.ok
+    assert {d["desired"] for d in r.daemonsets} == {0}
+    text = "\n".join(r.diagnosis)
+    assert "DESIRED 0" in text
+    assert "lacks the label role=gpu-worker" in text
+    assert "label role=gpu-worker (nodeSelector) missing" in text
+
+
+def test_instance_type_outside_the_efa_allowlist():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, node_instance_type_label="p6-b200.48xlarge"):
+        r = plugins.step(s, **SHORT)
+    assert not r.ok
+    desired = {d["name"]: d["desired"] for d in r.daemonsets}
+    assert desired == {"nvidia-device-plugin-daemonset": 2, "aws-efa-k8s-device-plugin-daemonset": 0}
+    text = "\n".join(r.diagnosis)
+    assert "EFA device plugin" in text and "p6-b200.48xlarge is not in the EFA plugin's allowlist" in text
+    assert "NVIDIA device plugin: DaemonSet" not in text
+
+
+def test_helm_path_pins_chart_versions_and_diagnoses_the_gpu_present_label(tmp_path, monkeypatch):
+    log = fake_helm(tmp_path, monkeypatch)
+    s = settings()
+    # the charts as a default-values helm install leaves them: NVIDIA's affinity wants nvidia.com/gpu.present
+    with standin("healthy", set_env=True, delay_s=0.05, plugins_installed=True, chart_style_plugins=True):
+        r = plugins.step(s, **SHORT)
+    calls = helm_calls(log)
+    assert [c["args"][:3] for c in calls] == [["upgrade", "--install", "nvidia-device-plugin"],
+                                             ["upgrade", "--install", "aws-efa-k8s-device-plugin"]]
+    nv, efa = calls
+    assert nv["args"][nv["args"].index("--version") + 1] == "0.20.0"
+    assert efa["args"][efa["args"].index("--version") + 1] == "v0.5.32"
+    assert nv["args"][nv["args"].index("--repo") + 1] == "https://nvidia.github.io/k8s-device-plugin"
+    assert efa["args"][efa["args"].index("--repo") + 1] == "https://aws.github.io/eks-charts"
+    for c in calls:
+        assert c["args"][c["args"].index("--namespace") + 1] == "kube-system"
+        assert c["args"][c["args"].index("--kube-context") + 1] == "standin"
+    nv_values = yaml.safe_load(nv["values"][0])
+    assert nv_values["nodeSelector"] == {"role": "gpu-worker"} and nv_values["affinity"] is None
+    assert {t["key"] for t in yaml.safe_load(efa["values"][0])["tolerations"]} == {"nvidia.com/gpu",
+                                                                                    "aws.amazon.com/efa"}
+    assert r.install_method.startswith("helm charts")
+    assert not r.ok           # the fake helm changed nothing: the pre-existing chart-style NVIDIA DS stays at 0
+    text = "\n".join(r.diagnosis)
+    assert "nvidia.com/gpu.present label is missing" in text
+
+
+def test_crashing_plugin_is_reported():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, plugin_crash="nvidia"):
+        r = plugins.step(s, **SHORT)
+    assert not r.ok
+    text = "\n".join(r.diagnosis)
+    assert "CrashLoopBackOff" in text and "accelerated (NVIDIA) AMI" in text
+
+
+def test_nodes_without_efa_interfaces():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, efa_attached=False):
+        r = plugins.step(s, **SHORT)
+    assert not r.ok
+    assert [row["efa"] for row in r.nodes] == [0, 0] and [row["gpus"] for row in r.nodes] == [4, 4]
+    assert any("efaEnabled: true" in d for d in r.diagnosis)
+
+
+def test_missing_gpu_nodes():
+    s = settings(gpu_node_count=3)
+    with standin("healthy", set_env=True, delay_s=0.05, gpu_node_count=2):
+        r = plugins.step(s, **SHORT)
+    assert not r.ok
+    assert any("2 GPU node(s) registered, GPU_NODE_COUNT = 3" in d for d in r.diagnosis)
+
+
+def test_teardown_refuses_without_assume_yes_then_deletes_and_verifies():
+    s = settings()
+    with standin("pods-pending", set_env=True, delay_s=0.05) as st:
+        r = plugins.teardown(s)
+        assert not r.ok and "assume_yes=True" in r.message
+        assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2
+        r = plugins.teardown(s, assume_yes=True, timeout_s=3, poll_s=0.05, log=lambda *a: None)
+        assert r.ok, r.message
+        assert st.objects("apps/v1", "daemonsets", "kube-system") == []
+        assert all(state == "absent" for _, state in r.deleted)
+        # the devices are gone from the nodes with the plugins
+        assert plugins.status(s).ok is False
+        # and again: nothing left to delete is not an error
+        assert plugins.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=lambda *a: None).ok
+
+
+def test_no_cluster_is_a_clear_error(tmp_path, monkeypatch):
+    s = settings()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    r = plugins.step(s, **SHORT)
+    assert not r.ok and "no kubeconfig" in r.message and "update-kubeconfig" in r.message
+    with standin("healthy") as st:
+        kc = st.kubeconfig
+        dead = Path(kc).read_text()
+    path = tmp_path / "dead.kubeconfig"
+    path.write_text(dead)                  # the server behind it is stopped
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    r = plugins.step(s, **SHORT)
+    assert not r.ok and "no answer from the Kubernetes API" in r.message
+
+
+def test_bad_token_is_refused(tmp_path, monkeypatch):
+    s = settings()
+    with standin("healthy") as st:
+        doc = yaml.safe_load(Path(st.kubeconfig).read_text())
+        doc["users"][0]["user"]["token"] = "wrong"
+        p = tmp_path / "kc"
+        p.write_text(yaml.safe_dump(doc))
+        monkeypatch.setenv("KUBECONFIG", str(p))
+        r = plugins.status(s)
+    assert not r.ok and "HTTP 401" in r.message and "credentials" in r.message
+
+
+# --------------------------------------------------------------------------------------------
+# local
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class FakeInfo:
+    running: bool
+    nodes: list = field(default_factory=list)
+    address: str = "127.0.0.1:6390"
+    dashboard_url: str = "http://127.0.0.1:8266"
+
+    @property
+    def head(self):
+        return next((n for n in self.nodes if n["role"] == "head"), None)
+
+
+def fake_local(monkeypatch, info: FakeInfo):
+    mod = types.ModuleType("raytrain_helpers.targets.local")
+    mod.status = lambda settings: info
+    import raytrain_helpers.targets as targets
+    monkeypatch.setitem(sys.modules, "raytrain_helpers.targets.local", mod)
+    monkeypatch.setattr(targets, "local", mod, raising=False)
+
+
+def _node(name, role, cpu, gpu, slots, alive=True):
+    return dict(node_id=name * 4, name=name, role=role, alive=alive,
+                resources={"CPU": cpu, "GPU": gpu, "memory": 1e9, **({"train_slot": slots} if slots else {})},
+                temp_dir=f"/tmp/raytrain/{name}")
+
+
+def test_local_table_of_devices_and_backends(monkeypatch, capsys):
+    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 2, 2, 2),
+                                            _node("worker-1", "worker", 1, 0, 1)]))
+    r = plugins.step(settings(target="local"))
+    assert r.ok
+    by = {n["node"]: n for n in r.nodes}
+    assert by["head"]["backend"] == "-" and by["worker-0"]["backend"] == "NCCL" and by["worker-1"]["backend"] == "gloo"
+    assert by["worker-0"]["train_slots"] == 2
+    r.show()
+    out = capsys.readouterr().out
+    assert "worker-0" in out and "NCCL" in out and "gloo" in out
+
+
+def test_local_without_train_slots_is_not_ok(monkeypatch):
+    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 1, 0, 0)]))
+    r = plugins.step(settings(target="local"))
+    assert not r.ok and "train_slot" in r.message
+    fake_local(monkeypatch, FakeInfo(False))
+    r = plugins.step(settings(target="local"))
+    assert not r.ok and "notebook 02" in r.message
+    assert plugins.teardown(settings(target="local")).ok
