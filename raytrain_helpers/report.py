@@ -246,7 +246,7 @@ def verify(settings, run=None, *, run_name: str | None = None, check_restore: bo
         crit.add("measured memory vs the plan", ok_mem, ev)
         tps = sum(r["tokens_per_s"] for r in ranks)
         crit.add("throughput reported by every rank", all(r["tokens_per_s"] > 0 for r in ranks),
-                 f"{tps:.0f} tokens/s total, {tps / len(ranks):.0f} per rank")
+                 f"{tps:.0f} tokens/s total, {tps / len(ranks):.0f} tokens/s per rank")
 
     # -- transport ---------------------------------------------------------------------------------
     expect = settings.expected_transport(1 if on_gpu else 0)
