@@ -71,8 +71,18 @@ class FakeState:
             return [dict(r) for g in regs for r in self.reservations.get(g, {}).values()]
 
 
-FAKE = FakeState()
-_installed = False
+def _shared_state() -> FakeState:
+    """One state per process, even if this file is imported under two names (aws_fakes.moto_ext and
+    tests.aws_fakes.moto_ext): it lives on the moto package."""
+    import moto
+    state = getattr(moto, "_raytrain_fake_state", None)
+    if state is None:
+        state = FakeState()
+        moto._raytrain_fake_state = state
+    return state
+
+
+FAKE = _shared_state()
 
 
 def _now() -> _dt.datetime:
@@ -271,12 +281,11 @@ def _wrap_describe_scaling_activities(original):
 
 def install() -> None:
     """Patch moto's response classes once (idempotent)."""
-    global _installed
-    if _installed:
-        return
     from moto.autoscaling.responses import AutoScalingResponse
     from moto.ec2.responses import EC2Response
     from moto.servicequotas.responses import ServiceQuotasResponse
+    if getattr(EC2Response, "_raytrain_fakes_installed", False):
+        return
     EC2Response.get_spot_placement_scores = _get_spot_placement_scores
     EC2Response.create_capacity_reservation = _create_capacity_reservation
     EC2Response.describe_capacity_reservations = _describe_capacity_reservations
@@ -285,7 +294,7 @@ def install() -> None:
     ServiceQuotasResponse.get_aws_default_service_quota = _get_aws_default_service_quota
     AutoScalingResponse.describe_scaling_activities = _wrap_describe_scaling_activities(
         AutoScalingResponse.describe_scaling_activities)
-    _installed = True
+    EC2Response._raytrain_fakes_installed = True
 
 
 # --------------------------------------------------------------------------------------------
