@@ -58,15 +58,119 @@ class TeardownResult:
 def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False):
     """Notebook 08's entry point: remove everything in reverse order, verified by listing.
 
-    On aws: the GPU node group, then the cluster (``nodegroup_only``: only the node group), returning an
-    :class:`AwsClusterResult` whose ``remaining`` lists what is still in the account."""
+    On aws (never prompts; refuses without ``assume_yes``): the RayCluster, the KubeRay operator, the
+    device plugins (through the Kubernetes API, only in the kubeconfig context of this EKS cluster), then
+    the GPU node group and the cluster (``nodegroup_only``: only the node group), returning an
+    :class:`AwsTeardownResult` (``.parts`` holds each step's own result)."""
     if settings.target == "local":
         from .targets import local
         info = local.down(settings)
         left = local._our_pids(settings)
         return TeardownResult([("local Ray cluster (head + worker raylets)", not info.running and not left,
                                 f"{info.message}; {len(left)} process(es) left")])
-    return aws_teardown(settings, assume_yes=assume_yes, nodegroup_only=nodegroup_only)
+    return aws_full_teardown(settings, assume_yes=assume_yes, nodegroup_only=nodegroup_only)
+
+
+class AwsTeardownResult(TeardownResult):
+    """Notebook 08 on aws: one row per step in the order done, ``parts`` = each step's own result."""
+
+    def __init__(self, steps: list[tuple[str, bool, str]], *, refused: str = "",
+                 parts: dict[str, Any] | None = None):
+        super().__init__(steps)
+        self.refused = refused
+        self.parts = parts or {}
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and bool(self.steps) and super().ok
+
+    @property
+    def remaining(self) -> list[str]:
+        c = self.parts.get("cluster")
+        return list(c.remaining) if c is not None else []
+
+    def show(self) -> None:
+        if self.refused:
+            print(self.refused)
+            return
+        super().show()
+        c = self.parts.get("cluster")
+        if c is not None:
+            print("left in the account: " + ("nothing" if not c.remaining else ""))
+            for r in c.remaining:
+                print(f"  - {r}")
+            for x in c.causes:
+                print(f"cause: {x}")
+            for x in c.problems:
+                print(f"PROBLEM: {x}")
+        print("teardown:", "everything is gone" if self.ok else "NOT complete (see LEFT above); re-run to retry")
+
+
+def aws_full_teardown(settings: Settings, *, assume_yes: bool = False,
+                      nodegroup_only: bool = False) -> AwsTeardownResult:
+    """RayCluster -> KubeRay operator -> device plugins -> GPU node group -> EKS cluster, each checked by
+    listing. The Kubernetes objects are deleted only through the kubeconfig context of *this* EKS
+    cluster; without one (or with the API unreachable) they are left to go with the cluster."""
+    from . import kuberay, plugins
+    from .k8s import cluster_context
+    a, k = settings.aws, settings.kubernetes
+    rc_row = f"RayCluster {k.namespace}/{k.ray_cluster_name} and its pods"
+    op_row = f"KubeRay operator ({kuberay.OPERATOR_NAMESPACE}), its CRDs, namespace {k.namespace}"
+    pl_row = "device plugins (NVIDIA, EFA DaemonSets in kube-system)"
+    ng_row = f"GPU node group '{a.gpu_nodegroup_name}'"
+    cl_row = f"EKS cluster {a.cluster_name} (node groups, VPC, NAT gateway, eksctl stacks)"
+    if not assume_yes:
+        what = (f"GPU node group '{a.gpu_nodegroup_name}' of EKS cluster {a.cluster_name}" if nodegroup_only else
+                f"RayCluster {k.namespace}/{k.ray_cluster_name}, the KubeRay operator, the device plugins, GPU "
+                f"node group '{a.gpu_nodegroup_name}' and EKS cluster {a.cluster_name}")
+        return AwsTeardownResult([], refused=(
+            f"refused: teardown deletes the {what} in {a.region}; nothing was deleted. Fix: pass assume_yes=True "
+            f"(notebook parameter assume_yes, CLI --yes) after checking the account and region"))
+    ctx = _Ctx(settings)
+    parts: dict[str, Any] = {}
+    steps: list[tuple[str, bool, str]] = []
+    k8s_rows: list[tuple[str, bool, str]] = []
+    c = ctx.cluster()
+    if nodegroup_only:
+        pass
+    elif c is None:
+        k8s_rows = [(r, True, f"no EKS cluster {a.cluster_name}: nothing in Kubernetes to delete")
+                    for r in (rc_row, op_row, pl_row)]
+    else:
+        context, where = cluster_context(settings)
+        if context is None:
+            k8s_rows = [(r, False, f"not deleted through the API: {where}") for r in (rc_row, op_row, pl_row)]
+        else:
+            print(f"Kubernetes: {where}")
+            kr = kuberay.teardown(settings, assume_yes=True)
+            parts["kuberay"] = kr
+            rc = [(o, st) for o, st in kr.deleted if o.startswith(("RayCluster", "pods"))]
+            op = [(o, st) for o, st in kr.deleted if not o.startswith(("RayCluster", "pods"))]
+            for row, listed in ((rc_row, rc), (op_row, op)):
+                k8s_rows.append((row, bool(listed) and all(st == "absent" for _, st in listed),
+                                 "; ".join(f"{o}: {st}" for o, st in listed) or kr.message))
+            pl = plugins.teardown(settings, assume_yes=True)
+            parts["plugins"] = pl
+            k8s_rows.append((pl_row, pl.ok, "; ".join(f"{o}: {st}" for o, st in pl.deleted) or pl.message))
+    res = aws_teardown(settings, assume_yes=True, nodegroup_only=nodegroup_only, _ctx=ctx)
+    parts["cluster"] = res
+    cluster_gone = res.cluster_status == NOT_FOUND
+    # what the API could not delete went with the cluster when the cluster is gone (verified by EKS)
+    steps += [(r, ok or cluster_gone, ev if ok or not cluster_gone else f"{ev}; gone with the EKS cluster")
+              for r, ok, ev in k8s_rows]
+    ng_left = [x for x in res.remaining if f"node group {a.gpu_nodegroup_name} " in x
+               or f"nodegroup-{a.gpu_nodegroup_name}" in x]
+    ng_done = any(a.gpu_nodegroup_name in x and x.startswith("deleted") for x in res.actions)
+    steps.append((ng_row, not ng_left and not any(a.gpu_nodegroup_name in p for p in res.problems),
+                  "; ".join(ng_left) or ("deleted, then checked: absent" if ng_done else "absent (nothing to delete)")))
+    if not nodegroup_only:
+        others = [x for x in res.remaining if x not in ng_left]
+        cl_done = any(x.startswith("deleted EKS cluster") for x in res.actions)
+        steps.append((cl_row, not others and cluster_gone and not res.problems,
+                      "; ".join(others[:6]) + (f" ... ({len(others)} in all)" if len(others) > 6 else "")
+                      or ("; ".join(res.problems) if res.problems else
+                          "deleted, then listed: nothing left" if cl_done else "absent (nothing to delete)")))
+    return AwsTeardownResult(steps, parts=parts)
 
 
 # ============================================================================================

@@ -93,6 +93,29 @@ def pick_context(settings: Settings | None, kubeconfig: dict[str, Any]) -> str |
     return matches[0]
 
 
+def cluster_context(settings: Settings, kubeconfig: str | os.PathLike | None = None) -> tuple[str | None, str]:
+    """(the kubeconfig context of the settings' EKS cluster or None, a description of what was found).
+
+    Destructive steps use it to make sure they talk to *this* cluster, not to whatever context is current."""
+    import yaml
+    path = Path(kubeconfig).expanduser() if kubeconfig else kubeconfig_path()
+    if not path.is_file():
+        return None, f"no kubeconfig at {path}"
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        return None, f"kubeconfig {path} is unreadable ({e})"
+    ctx = pick_context(settings, doc)
+    name, region = settings.aws.cluster_name, settings.aws.region
+    for c in doc.get("contexts") or []:
+        cluster = (c.get("context") or {}).get("cluster", "")
+        if c.get("name") == ctx and (cluster.endswith(f":cluster/{name}") or cluster == f"{name}.{region}.eksctl.io"
+                                     or ctx == name):
+            return ctx, f"context {ctx!r} of {path}"
+    return None, (f"{path} has no context for EKS cluster {name} in {region} (current context: "
+                  f"{doc.get('current-context')!r})")
+
+
 def api_client(settings: Settings | None = None, *, kubeconfig: str | os.PathLike | None = None,
                context: str | None = None):
     """A ``kubernetes.client.ApiClient`` from the kubeconfig (KUBECONFIG or ~/.kube/config)."""
@@ -618,4 +641,4 @@ def table(rows, headers, title: str | None = None) -> str:
 __all__ = ["api_client", "apply", "get", "list_objects", "delete", "request", "resource_path", "wait_for",
            "exec_in_pod", "port_forward", "PortForwarder", "kube_connection_factory", "K8sError", "ExecError",
            "node_row", "pod_ready", "pod_problem", "untolerated_taints", "selector_misses", "quantity", "KINDS",
-           "GPU_RESOURCE", "EFA_RESOURCE", "table", "pick_context", "kubeconfig_path"]
+           "GPU_RESOURCE", "EFA_RESOURCE", "table", "pick_context", "kubeconfig_path", "cluster_context"]

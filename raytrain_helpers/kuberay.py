@@ -880,6 +880,7 @@ def _step_aws(client, settings, obj, *, assume_yes, timeout_s, poll_s, log, t0) 
                              problems=pre, install_method=method, elapsed_s=time.monotonic() - t0)
     n = settings.aws.gpu_node_count
     last = [""]
+    stuck: list[str] = []
 
     def probe():
         pods = cluster_pods(client, settings)
@@ -891,18 +892,47 @@ def _step_aws(client, settings, obj, *, assume_yes, timeout_s, poll_s, log, t0) 
         if line != last[0]:
             log(f"  [{time.monotonic() - t0:5.0f}s] {line}")
             last[0] = line
-        return ready and len(running) >= n, pods
+        if ready and len(running) >= n:
+            return True, pods
+        stuck[:] = [f"{_role(p)} pod {k8s.name_of(p)}: {why}" for p in pods if (why := crash_looping(p))]
+        return bool(stuck), pods
     remaining = max(1.0, timeout_s - (time.monotonic() - t0))
     w = k8s.wait_for(probe, timeout_s=remaining, interval_s=poll_s)
+    ok = w.ok and not stuck
     pods = w.value if isinstance(w.value, list) else cluster_pods(client, settings)
     nodes = k8s.list_objects(client, "v1", "Node")
     rc_live = k8s.get(client, RAY_API, "RayCluster", name, ns) or {}
-    res = KubeRayResult("aws", "up", w.ok, f"RayCluster {ns}/{name} " + ("ready" if w.ok else
-                        f"not ready after {timeout_s:g} s"), pods=placement(pods, nodes), install_method=method,
-                        state=str((rc_live.get("status") or {}).get("state", "")), elapsed_s=time.monotonic() - t0)
-    if not w.ok:
-        res.diagnosis = diagnose_cluster(client, settings, pods, nodes, rc_live)
+    elapsed = time.monotonic() - t0
+    msg = (f"RayCluster {ns}/{name} ready" if ok else
+           f"RayCluster {ns}/{name} not ready after {elapsed:.0f} s: stopped waiting, a pod is crash-looping"
+           if stuck else f"RayCluster {ns}/{name} not ready after {timeout_s:g} s")
+    res = KubeRayResult("aws", "up", ok, msg, pods=placement(pods, nodes), install_method=method,
+                        state=str((rc_live.get("status") or {}).get("state", "")), elapsed_s=elapsed)
+    if not ok:
+        res.diagnosis = stuck + diagnose_cluster(client, settings, pods, nodes, rc_live)
     return res
+
+
+#: Container states that do not get better by waiting (the image or the pod spec must change).
+HOPELESS_WAITING = ("CrashLoopBackOff", "InvalidImageName", "CreateContainerConfigError", "ErrImageNeverPull")
+#: A container that restarted this often without becoming Ready is crash-looping.
+CRASH_RESTARTS = 3
+
+
+def crash_looping(pod: dict) -> str:
+    """Why a pod will not become Ready by waiting ("" = it may still): a container in CrashLoopBackOff
+    (or another state only a fix ends), or restarted CRASH_RESTARTS times without being Ready."""
+    if k8s.pod_ready(pod):
+        return ""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in HOPELESS_WAITING:
+            return f"container {cs.get('name')} {waiting['reason']} (restarts {cs.get('restartCount', 0)})"
+        if (cs.get("restartCount") or 0) >= CRASH_RESTARTS and not cs.get("ready"):
+            last = ((cs.get("lastState") or {}).get("terminated")) or {}
+            return (f"container {cs.get('name')} restarted {cs['restartCount']} times without becoming Ready"
+                    + (f" (last exit: {last.get('reason')} {last.get('exitCode')})" if last else ""))
+    return ""
 
 
 def diagnose_cluster(client, settings: Settings, pods: list[dict], nodes: list[dict], rc_live: dict) -> list[str]:
@@ -997,6 +1027,107 @@ def head_pod(settings: Settings, client=None) -> dict | None:
         heads = [p for p in cluster_pods(client, settings) if _role(p) == "head"]
         heads.sort(key=lambda p: (not k8s.pod_ready(p), k8s.name_of(p)))
         return heads[0] if heads else None
+    finally:
+        if own:
+            client.close()
+
+
+def worker_pods(settings: Settings, *, client=None, running_only: bool = True) -> list[str]:
+    """Names of the RayCluster's worker pods (sorted), by default only those Running (exec needs it)."""
+    own = client is None
+    client = client or k8s.api_client(settings)
+    try:
+        pods = [p for p in cluster_pods(client, settings) if _role(p) == "worker"]
+    finally:
+        if own:
+            client.close()
+    if running_only:
+        pods = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    return sorted(k8s.name_of(p) for p in pods)
+
+
+#: 06_verify's infrastructure rows on aws (the names report.verify shows).
+INFRA_GPU = "GPUs allocatable on every GPU node"
+INFRA_EFA = "EFA allocatable on every GPU node"
+INFRA_FI = "EFA RDMA capability (fi_info -p efa)"
+INFRA_PODS = "head Ready + workers Running"
+
+
+def fi_info_efa(text: str) -> tuple[bool, str]:
+    """Does ``fi_info -p efa`` output show the efa provider with a reliable-datagram (RDM) endpoint?"""
+    providers = re.findall(r"^\s*provider:\s*(\S+)", text, re.M)
+    types = re.findall(r"^\s*type:\s*(\S+)", text, re.M)
+    domains = re.findall(r"^\s*domain:\s*(\S+)", text, re.M)
+    efa = "efa" in providers
+    rdm = "FI_EP_RDM" in types or any(d.endswith("-rdm") for d in domains)
+    if efa and rdm:
+        return True, "provider efa, FI_EP_RDM" + (f" ({', '.join(sorted(set(domains)))})" if domains else "")
+    if not providers:
+        return False, "no provider listed"
+    return False, (f"providers {', '.join(sorted(set(providers)))}" + ("" if rdm else ", no FI_EP_RDM endpoint"))
+
+
+def infra_criteria(settings: Settings, *, client=None) -> list[tuple[str, bool, str]]:
+    """06_verify's aws infrastructure rows, from the Kubernetes side: allocatable GPUs and EFA on every
+    ``role=gpu-worker`` node, ``fi_info -p efa`` in the worker pods, the head Ready and the workers Running.
+    Returns ``[(name, ok, evidence)]``; an unreachable API fails every row with the reason."""
+    a = settings.aws
+    names = (INFRA_GPU, INFRA_EFA, INFRA_FI, INFRA_PODS)
+    own = client is None
+    try:
+        client = client or k8s.api_client(settings)
+        nodes = [k8s.node_row(n) for n in k8s.list_objects(client, "v1", "Node")
+                 if k8s.labels(n).get("role") == "gpu-worker"]
+        pods = cluster_pods(client, settings)
+    except k8s.K8sError as e:
+        if own and client is not None:
+            client.close()
+        return [(n, False, f"Kubernetes API: {e}") for n in names]
+    try:
+        rows: list[tuple[str, bool, str]] = []
+        few = f"; only {len(nodes)} role=gpu-worker node(s), GPU_NODE_COUNT = {a.gpu_node_count}" \
+            if len(nodes) < a.gpu_node_count else ""
+        bad = [f"{r['name']}={r['gpus']}" for r in nodes if r["gpus"] != a.gpus_per_node]
+        rows.append((INFRA_GPU, bool(nodes) and not bad and not few,
+                     (f"nvidia.com/gpu: {', '.join(bad)} (GPUS_PER_NODE {a.gpus_per_node})" if bad else
+                      f"{len(nodes)} GPU node(s) advertise nvidia.com/gpu={a.gpus_per_node}" if nodes else
+                      "no node labelled role=gpu-worker") + few))
+        bad = [f"{r['name']}={r['efa']}" for r in nodes if r["efa"] < 1]
+        rows.append((INFRA_EFA, bool(nodes) and not bad and not few,
+                     (f"vpc.amazonaws.com/efa: {', '.join(bad)}" if bad else
+                      f"{len(nodes)} GPU node(s) advertise vpc.amazonaws.com/efa >= 1 ("
+                      + ", ".join(str(r["efa"]) for r in nodes) + ")" if nodes else
+                      "no node labelled role=gpu-worker") + few))
+        workers = sorted((p for p in pods if _role(p) == "worker"), key=k8s.name_of)
+        running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running"]
+        if not running:
+            rows.append((INFRA_FI, False, "no Running worker pod to run fi_info in. Fix: run notebook 04"))
+        else:
+            seen, fails = [], []
+            for p in running:
+                try:
+                    out = k8s.exec_in_pod(settings, k8s.name_of(p), ["fi_info", "-p", "efa"], client=client,
+                                          timeout_s=60)
+                    ok, ev = fi_info_efa(out)
+                except k8s.ExecError as e:
+                    text = (e.stderr or e.stdout or "").strip()
+                    ok, ev = False, f"exit {e.returncode}: " + (text.splitlines()[-1] if text else str(e))
+                except k8s.K8sError as e:
+                    ok, ev = False, str(e)
+                (seen if ok else fails).append((k8s.name_of(p), ev))
+            ev = (f"{len(seen)}/{len(running)} worker pod(s): {seen[0][1]}" if not fails else
+                  "; ".join(f"{n}: {e}" for n, e in fails[:3]) + ". Fix: the pods need a vpc.amazonaws.com/efa "
+                  "request on EFA-enabled nodes (notebook 03, efaEnabled in the GPU node group)")
+            rows.append((INFRA_FI, not fails, ev))
+        heads = [p for p in pods if _role(p) == "head"]
+        ready = bool(heads) and all(k8s.pod_ready(h) for h in heads)
+        ev = (f"head {'Ready' if ready else 'not Ready' if heads else 'missing'}, workers Running "
+              f"{len(running)}/{a.gpu_node_count}")
+        if workers and len(running) < len(workers):
+            ev += " (" + ", ".join(f"{k8s.name_of(p)} {(p.get('status') or {}).get('phase', '?')}"
+                                   for p in workers if p not in running)[:200] + ")"
+        rows.append((INFRA_PODS, ready and len(running) >= a.gpu_node_count, ev))
+        return rows
     finally:
         if own:
             client.close()
@@ -1113,6 +1244,6 @@ def _cli(args) -> int:
     return 0 if r.ok else 1
 
 
-__all__ = ["step", "status", "job_server", "teardown", "check_raycluster", "check_rayjob", "render_raycluster",
+__all__ = ["step", "status", "job_server", "teardown", "worker_pods", "infra_criteria", "crash_looping", "check_raycluster", "check_rayjob", "render_raycluster",
            "render_rayjob", "render_operator", "raycluster_values", "head_size", "worker_size", "KubeRayResult",
            "preflight", "install_operator", "head_pod", "NCCL_SOCKET_IFNAME", "TRAIN_SLOT"]

@@ -187,6 +187,24 @@ def _ds_row(ds: dict) -> dict[str, Any]:
                 available=st.get("numberAvailable", 0) or 0)
 
 
+def excluded_nodes(client, settings: Settings, nodes: list[dict]) -> list[str]:
+    """GPU nodes a device plugin's DaemonSet can never run on, as its pod template stands: its node
+    selector/affinity misses the node's labels or a NoSchedule/NoExecute taint is not tolerated.
+    Waiting does not change that (the plugins' pods would never be created there)."""
+    out = []
+    for key, ds in find_daemonsets(client).items():
+        if ds is None:
+            continue
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for n in gpu_nodes(nodes, settings):
+            why = k8s.selector_misses(spec, n) + [
+                f"untolerated taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+                for t in k8s.untolerated_taints(spec.get("tolerations") or [], n)]
+            if why:
+                out.append(f"{k8s.name_of(ds)} x {k8s.name_of(n)}: {'; '.join(why)}")
+    return sorted(out)
+
+
 def diagnose(client, settings: Settings, nodes: list[dict] | None = None) -> list[str]:
     """Why the GPUs/EFA are not allocatable: DaemonSets vs nodes, then the plugin pods."""
     nodes = nodes if nodes is not None else k8s.list_objects(client, "v1", "Node")
@@ -344,6 +362,7 @@ def step(settings: Settings, *, assume_yes: bool = False, timeout_s: float = 600
         client = client or k8s.api_client(settings)
         method = install(client, settings, log=log)
         last = [""]
+        never: list[list[str]] = [[], []]     # the previous and the latest poll's "can never run there"
 
         def probe():
             nodes = k8s.list_objects(client, "v1", "Node")
@@ -352,16 +371,26 @@ def step(settings: Settings, *, assume_yes: bool = False, timeout_s: float = 600
             if line != last[0]:
                 log(f"  [{time.monotonic() - t0:5.0f}s] {line}")
                 last[0] = line
-            return done, (nodes, rows)
+            if done:
+                return True, (nodes, rows)
+            never[:] = [never[1], excluded_nodes(client, settings, nodes)]
+            # the same exclusion on two polls in a row: waiting cannot help (labels/taints must change)
+            return bool(never[1]) and never[0] == never[1], (nodes, rows)
         w = k8s.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s)
+        hopeless = w.ok and bool(never[1]) and never[0] == never[1]
+        ok = w.ok and not hopeless
         nodes, rows = w.value if isinstance(w.value, tuple) else (k8s.list_objects(client, "v1", "Node"), [])
         if not rows:
             rows = node_rows(nodes, settings)
         dss = [_ds_row(d) for d in find_daemonsets(client).values() if d]
-        res = PluginsResult("aws", "up", w.ok, "every GPU node advertises its GPUs and EFA" if w.ok else
-                            f"GPUs/EFA not allocatable after {timeout_s:g} s", nodes=rows, install_method=method,
-                            daemonsets=dss, elapsed_s=time.monotonic() - t0)
-        if not w.ok:
+        elapsed = time.monotonic() - t0
+        msg = ("every GPU node advertises its GPUs and EFA" if ok else
+               f"GPUs/EFA not allocatable after {elapsed:.0f} s: stopped waiting, a device plugin's DaemonSet does "
+               f"not admit the GPU nodes (their labels or taints must change)" if hopeless else
+               f"GPUs/EFA not allocatable after {timeout_s:g} s")
+        res = PluginsResult("aws", "up", ok, msg, nodes=rows, install_method=method, daemonsets=dss,
+                            elapsed_s=elapsed)
+        if not ok:
             res.diagnosis = diagnose(client, settings, nodes)
         return res
     except k8s.K8sError as e:
@@ -447,5 +476,5 @@ def _cli(args) -> int:
     return 0 if r.ok else 1
 
 
-__all__ = ["step", "status", "teardown", "diagnose", "install", "render_plugins", "plugin_values", "helm_values",
+__all__ = ["step", "status", "teardown", "diagnose", "excluded_nodes", "install", "render_plugins", "plugin_values", "helm_values",
            "PluginsResult", "EFA_ALLOWLIST", "EFA_IMAGE_TAGS", "gpu_nodes"]

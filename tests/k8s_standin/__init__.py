@@ -3,7 +3,7 @@
 ``from tests.k8s_standin import standin, StandIn, SCENARIOS``; ``python -m tests.k8s_standin.server --help``.
 """
 
-__all__ = ["SCENARIOS", "StandIn", "standin"]
+__all__ = ["SCENARIOS", "StandIn", "standin", "ray_worker_logs"]
 
 
 def __getattr__(name):  # lazy, so that `python -m tests.k8s_standin.server` imports server.py only once

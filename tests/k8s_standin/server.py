@@ -8,9 +8,11 @@ client code (``raytrain_helpers.k8s``/``plugins``/``kuberay``) to run unchanged 
 * server-side apply (``PATCH`` ``application/apply-patch+yaml`` with ``fieldManager``), ``DELETE`` with
   cascading to owned pods; namespaced objects need their namespace, custom resources their CRD;
 * the ``exec`` and ``portforward`` pod subresources over a real websocket (``v4.channel.k8s.io``):
-  exec answers from a small command table, port-forward relays to a real TCP upstream (by default a fake
-  Ray dashboard that answers ``/api/version``; ``dashboard_upstream="127.0.0.1:8266"`` relays to a real
-  local Ray cluster instead);
+  exec answers from a small command table (``fi_info -p efa`` by the pod's EFA request, ``cat`` of the
+  files given with ``files=`` for every pod or ``pod_files=`` per node/pod, the worker-log listing loop of
+  ``nccl.collect_pod_logs`` over those files, ``hostname``, ``echo``, ``exit N``); port-forward relays to a
+  real TCP upstream (by default a fake Ray dashboard that answers ``/api/version``;
+  ``dashboard_upstream="127.0.0.1:8266"`` relays to a real local Ray cluster instead);
 * bearer-token auth (401 without it).
 
 Controllers stand in for the kubelet, the scheduler, the DaemonSet/Deployment controllers, the device
@@ -46,6 +48,7 @@ import argparse
 import base64
 import contextlib
 import copy
+import fnmatch
 import hashlib
 import http.server
 import json
@@ -112,8 +115,8 @@ DEFAULTS: dict[str, Any] = dict(
     region="us-west-2", gpu_nodegroup="gpu-efa", gpu_role_label=True, gpu_present_label=False,
     node_instance_type_label=None, efa_attached=True, extra_gpu_taint=None, plugins_installed=False,
     chart_style_plugins=False, operator_installed=False, crd_dir=None, head_never_ready=False,
-    plugin_crash=None, delay_s=0.2, preload=(), files=None, exec_handler=None, dashboard_upstream=None,
-    ray_version="2.58.0",
+    plugin_crash=None, delay_s=0.2, preload=(), files=None, pod_files=None, exec_handler=None,
+    dashboard_upstream=None, ray_version="2.58.0", context="standin",
 )
 
 
@@ -716,6 +719,18 @@ class Cluster:
                             "observedGeneration": rc["metadata"].get("generation", 1)}
 
     # ---- exec ------------------------------------------------------------------------------
+    def files_of(self, pod: dict) -> dict[str, str]:
+        """The files a pod's exec can read: ``files`` (every pod) plus ``pod_files`` for this pod, keyed
+        by the pod's name or by the node it runs on (a callable ``pod -> {path: text}`` also works)."""
+        out = dict(self.o["files"] or {})
+        pf = self.o["pod_files"]
+        if callable(pf):
+            out.update(pf(copy.deepcopy(pod)) or {})
+        elif pf:
+            out.update(pf.get(pod["spec"].get("nodeName") or "", {}))
+            out.update(pf.get(pod["metadata"]["name"], {}))
+        return out
+
     def run_exec(self, pod: dict, argv: list[str]) -> tuple[str, str, int]:
         self.exec_log.append((pod["metadata"]["name"], list(argv)))
         if self.o["exec_handler"]:
@@ -725,7 +740,7 @@ class Cluster:
         cmd = argv[2] if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"], ["/bin/bash", "-c"]) and len(argv) > 2 \
             else " ".join(argv)
         cmd = cmd.strip()
-        files = self.o["files"] or {}
+        files = self.files_of(pod)
         if cmd.startswith("fi_info") and "efa" in cmd:
             wants_efa = _pod_requests(pod).get("vpc.amazonaws.com/efa", 0) > 0
             if wants_efa:
@@ -737,8 +752,24 @@ class Cluster:
             return pod["metadata"]["name"] + "\n", "", 0
         if cmd.startswith("echo "):
             return cmd[5:].strip("'\"") + "\n", "", 0
-        if cmd.startswith("cat "):
-            path = cmd[4:].strip()
+        listing = _LISTING.search(cmd) if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"]) else None
+        if listing:
+            # `sh -c 'for f in $G; do ... grep -qF -e "$N" "$f" ... M/F ...' NAME ARGS...`: list the files the
+            # glob matches, each tagged M (holds the needle) or F, as the real shell would in the pod
+            pos = argv[3:]                   # $0, $1, ...
+            g, n = int(listing.group(1)), int(listing.group(2))
+            if len(pos) <= max(g, n):
+                return "", "sh: parameter not set\n", 2
+            pattern, needle = pos[g], pos[n]
+            out = "".join(f"{'M' if needle in files[p] else 'F'}\t{p}\n"
+                          for p in sorted(files) if _glob_match(p, pattern))
+            return out, "", 0
+        words = argv if argv[:1] == ["cat"] else cmd.split()
+        if words[:1] == ["cat"]:
+            paths = [w for w in words[1:] if w != "--"]
+            if len(paths) != 1:
+                return "", "cat: the stand-in reads one file\n", 1
+            path = paths[0]
             if path in files:
                 return files[path], "", 0
             return "", f"cat: {path}: No such file or directory\n", 1
@@ -791,6 +822,16 @@ def ws_write(sock: socket.socket, opcode: int, payload: bytes) -> None:
 # ============================================================================================
 # HTTP
 # ============================================================================================
+
+#: The listing loop of raytrain_helpers.nccl.collect_pod_logs (any positional parameter numbers).
+_LISTING = re.compile(r'^for f in \$(\d); do .*grep -qF -e "\$(\d)" "\$f"', re.S)
+
+def _glob_match(path: str, pattern: str) -> bool:
+    """The shell's pathname expansion for one path: wildcards never cross '/', '*' skips dot files."""
+    ps, gs = path.split("/"), pattern.split("/")
+    return len(ps) == len(gs) and all(
+        fnmatch.fnmatchcase(p, g) and not (p.startswith(".") and not g.startswith(".")) for p, g in zip(ps, gs))
+
 
 _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
                    r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$")
@@ -1160,11 +1201,12 @@ class StandIn:
         return self
 
     def write_kubeconfig(self, path: str | os.PathLike) -> str:
+        ctx = self.options["context"]
         doc = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "standin",
-            "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
+            "apiVersion": "v1", "kind": "Config", "current-context": ctx,
+            "clusters": [{"name": ctx, "cluster": {"server": self.url}}],
             "users": [{"name": "standin", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "standin"}}],
+            "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": "standin"}}],
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -1201,11 +1243,63 @@ class StandIn:
             o = self.cluster.get(gv, plural, ns, name)
             return copy.deepcopy(Handler._public(o)) if o else None
 
+    def gpu_nodes(self) -> list[str]:
+        """The GPU nodes' names, in order (keys for ``pod_files``)."""
+        return [n["metadata"]["name"] for n in self.objects("v1", "nodes")
+                if self.cluster.hw.get(n["metadata"]["name"], {}).get("gpus")]
+
+    def serve_files(self, pod_files: dict[str, dict[str, str]] | Callable[[dict], dict[str, str]] | None = None,
+                    files: dict[str, str] | None = None) -> None:
+        """Replace the files that exec's ``cat`` and listing read (``pod_files`` by node or pod name)."""
+        with self.cluster.lock:
+            self.cluster.o["pod_files"] = pod_files
+            if files is not None:
+                self.cluster.o["files"] = files
+
     def mutate(self, fn: Callable[[Cluster], None]) -> None:
         """Change the cluster under its lock (e.g. remove a taint mid-test)."""
         with self.cluster.lock:
             fn(self.cluster)
             self.cluster.reconcile()
+
+
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+
+
+def ray_worker_logs(nccl_text: str, marker: str, nodes: list[str], *, job_id: str = "02000000",
+                    gpus_per_node: int | None = None) -> dict[str, dict[str, str]]:
+    """``pod_files`` for the GPU nodes' worker pods: an NCCL_DEBUG=INFO log (lines ``host:pid:tid [dev] NCCL
+    ...``) laid out as Ray writes it - one ``worker-<id>-<job>-<pid>.out`` per training process under
+    /tmp/ray/session_latest/logs of the pod on that process's node, opening with the training worker's
+    ``[raytrain] marker=<marker> rank=<r>/<world>`` line, plus its ``.err`` sibling. Hosts are given to
+    ``nodes`` in order of first appearance; rank = node index x GPUs per node + the device index."""
+    per: dict[tuple[str, str], list[str]] = {}
+    dev: dict[tuple[str, str], int] = {}
+    hosts: list[str] = []
+    for ln in nccl_text.splitlines():
+        m = re.match(r"^([\w.-]+):(\d+):\d+ \[(\d+)\]", ln)
+        if not m:
+            continue
+        host, pid = m.group(1), m.group(2)
+        if host not in hosts:
+            hosts.append(host)
+        per.setdefault((host, pid), []).append(ln)
+        dev.setdefault((host, pid), int(m.group(3)))
+    if len(hosts) > len(nodes):
+        raise ValueError(f"the log has {len(hosts)} hosts, only {len(nodes)} nodes were given")
+    gpn = gpus_per_node or max(1, max((sum(1 for h, _ in per if h == x) for x in hosts), default=1))
+    world = len(per)
+    out: dict[str, dict[str, str]] = {n: {} for n in nodes}
+    for (host, pid), lines in sorted(per.items()):
+        i = hosts.index(host)
+        rank = i * gpn + dev[(host, pid)]
+        wid = hashlib.sha1(f"{marker}{host}{pid}".encode()).hexdigest()[:16]
+        stem = f"{RAY_LOGS}/worker-{wid}-{job_id}-{pid}"
+        out[nodes[i]][stem + ".out"] = (f":job_id:{job_id}\n:actor_name:RayTrainWorker\n[raytrain] marker={marker} "
+                                        f"rank={rank}/{world} node={nodes[i]} host={host} pid={pid}\n"
+                                        + "\n".join(lines) + "\n")
+        out[nodes[i]][stem + ".err"] = f":job_id:{job_id}\n:actor_name:RayTrainWorker\n"
+    return out
 
 
 @contextlib.contextmanager
@@ -1228,10 +1322,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dashboard-upstream", default=None, metavar="HOST:PORT",
                     help="relay port-forwards to the head's 8265 here (e.g. a local Ray dashboard 127.0.0.1:8266)")
     ap.add_argument("--crd-dir", default=None, help="load full CRDs (with schemas) from here when preinstalled")
+    ap.add_argument("--context", default=DEFAULTS["context"],
+                    help="the kubeconfig's context/cluster name (e.g. CLUSTER.REGION.eksctl.io, as eksctl writes)")
     a = ap.parse_args(argv)
     s = StandIn(a.scenario, workdir=str(Path(a.kubeconfig).parent), gpu_node_count=a.gpu_node_count,
                 gpu_node_type=a.gpu_node_type, delay_s=a.delay, dashboard_upstream=a.dashboard_upstream,
-                crd_dir=a.crd_dir)
+                crd_dir=a.crd_dir, context=a.context)
     s.start()
     s.write_kubeconfig(a.kubeconfig)
     print(f"k8s stand-in ({a.scenario}) at {s.url}; KUBECONFIG={a.kubeconfig}", flush=True)
