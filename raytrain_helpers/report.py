@@ -292,8 +292,13 @@ def collect_worker_logs(settings, run) -> dict:
         texts = nccl.collect_local_logs(local.session_log_dirs(settings), marker)
     else:
         from . import k8s, kuberay
-        pods = kuberay.worker_pods(settings)
-        texts = nccl.collect_pod_logs(lambda pod, cmd: k8s.exec_in_pod(settings, pod, cmd), pods, marker)
+        client = k8s.api_client(settings)          # one client for the listing and every exec
+        try:
+            pods = kuberay.worker_pods(settings, client=client)
+            texts = nccl.collect_pod_logs(lambda pod, cmd: k8s.exec_in_pod(settings, pod, cmd, client=client),
+                                          pods, marker)
+        finally:
+            client.close()
     return texts
 
 

@@ -1,0 +1,282 @@
+"""The aws glue between the steps: 06's infrastructure rows (kuberay.infra_criteria), the worker pods' logs
+(report.collect_worker_logs -> nccl.collect_pod_logs -> k8s.exec_in_pod, against the stand-in), the fail-fast
+of hopeless waits, and 08's full teardown (cluster.teardown: RayCluster, operator, plugins, node group,
+cluster) against the stand-in and a moto server with the fake eksctl."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO / "tests" / "fixtures" / "nccl"
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from aws_fakes.fixtures import SECRETS, make_settings, moto_srv, srv  # noqa: E402,F401
+
+from raytrain_helpers import cluster, config, k8s, kuberay, nccl, plugins, report  # noqa: E402
+from raytrain_helpers.targets import aws as A  # noqa: E402
+from tests.k8s_standin import ray_worker_logs, standin  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+QUIET = lambda *a: None  # noqa: E731
+FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
+READY_OP = dict(plugins_installed=True, operator_installed=True, delay_s=0.05)
+NAME, R = "raytrain-tutorial", "us-west-2"
+CONTEXT = f"{NAME}.{R}.eksctl.io"        # what eksctl names the cluster in the kubeconfig
+
+
+def settings(**params):
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **dict(dict(target="aws"), **params))
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch):
+    monkeypatch.setenv("PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":")
+                                        if not Path(p, "helm").exists()))
+
+
+def rows_by_name(rows):
+    assert [n for n, _, _ in rows] == [kuberay.INFRA_GPU, kuberay.INFRA_EFA, kuberay.INFRA_FI, kuberay.INFRA_PODS]
+    return {n: (ok, ev) for n, ok, ev in rows}
+
+
+# --------------------------------------------------------------------------------------------
+# 06's infrastructure rows
+# --------------------------------------------------------------------------------------------
+
+def test_infra_criteria_pass_on_a_healthy_cluster_and_read_fi_info_in_every_worker():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.step(s, **FAST).ok
+        n0 = len(st.cluster.exec_log)
+        rows = rows_by_name(kuberay.infra_criteria(s))
+        assert rows[kuberay.INFRA_GPU] == (True, "2 GPU node(s) advertise nvidia.com/gpu=4")
+        assert rows[kuberay.INFRA_EFA] == (True, "2 GPU node(s) advertise vpc.amazonaws.com/efa >= 1 (1, 1)")
+        assert rows[kuberay.INFRA_FI] == (True, "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)")
+        assert rows[kuberay.INFRA_PODS] == (True, "head Ready, workers Running 2/2")
+        execs = st.cluster.exec_log[n0:]
+        assert sorted(p for p, _ in execs) == kuberay.worker_pods(s)
+        assert all(argv == ["fi_info", "-p", "efa"] for _, argv in execs)
+
+
+def test_infra_criteria_fail_with_the_evidence():
+    s = settings()
+    # no EFA interfaces on the nodes: the plugin advertises 0; no RayCluster yet: nothing to exec in
+    with standin("healthy", set_env=True, **READY_OP, efa_attached=False):
+        rows = rows_by_name(kuberay.infra_criteria(s))
+    assert rows[kuberay.INFRA_GPU][0] is True
+    assert rows[kuberay.INFRA_EFA] == (False, "vpc.amazonaws.com/efa: ip-10-0-2-20.us-west-2.compute.internal=0, "
+                                              "ip-10-0-2-21.us-west-2.compute.internal=0")
+    assert rows[kuberay.INFRA_FI] == (False, "no Running worker pod to run fi_info in. Fix: run notebook 04")
+    assert rows[kuberay.INFRA_PODS] == (False, "head missing, workers Running 0/2")
+    # fewer GPU nodes than GPU_NODE_COUNT; GPUS_PER_NODE differing from what the nodes advertise
+    with standin("healthy", set_env=True, **READY_OP, gpu_node_count=1, gpu_node_type="g6.48xlarge"):
+        rows = rows_by_name(kuberay.infra_criteria(s))
+    ok, ev = rows[kuberay.INFRA_GPU]
+    assert not ok and "nvidia.com/gpu: ip-10-0-2-20.us-west-2.compute.internal=8 (GPUS_PER_NODE 4)" in ev
+    assert "only 1 role=gpu-worker node(s), GPU_NODE_COUNT = 2" in ev
+    # one node's worker pod where libfabric finds no EFA device: fi_info fails there, and says so
+    second = "ip-10-0-2-21.us-west-2.compute.internal"
+    with standin("healthy", set_env=True, **READY_OP,
+                 exec_handler=lambda pod, argv: ("", "fi_getinfo: -61 (No data available)\n", 1)
+                 if argv[0] == "fi_info" and pod["spec"].get("nodeName") == second else None) as st:
+        assert kuberay.step(s, **FAST).ok
+        rows = rows_by_name(kuberay.infra_criteria(s))
+        (bad,) = [p["metadata"]["name"] for p in st.objects("v1", "pods", "ray-train")
+                  if p["spec"]["nodeName"] == second]
+    ok, ev = rows[kuberay.INFRA_FI]
+    assert not ok and ev.startswith(f"{bad}: exit 1: fi_getinfo: -61 (No data available). Fix: ")
+
+
+def test_infra_criteria_without_an_api_fail_every_row(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    rows = kuberay.infra_criteria(settings())
+    assert len(rows) == 4 and all(not ok and "no kubeconfig at" in ev for _, ok, ev in rows)
+
+
+@pytest.mark.parametrize("text,ok,evidence", [
+    ("provider: efa\n    fabric: efa\n    domain: rdmap0s31-rdm\n    version: 122.0\n    type: FI_EP_RDM\n"
+     "    protocol: FI_PROTO_EFA\nprovider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n    version: 122.0\n"
+     "    type: FI_EP_DGRAM\n    protocol: FI_PROTO_EFA\n", True, "provider efa, FI_EP_RDM (rdmap0s31-dgrm, rdmap0s31-rdm)"),
+    ("provider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n    type: FI_EP_DGRAM\n", False,
+     "providers efa, no FI_EP_RDM endpoint"),
+    ("provider: tcp;ofi_rxm\n    fabric: 10.0.0.0/16\n    type: FI_EP_RDM\n", False, "providers tcp;ofi_rxm"),
+    ("", False, "no provider listed"),
+])
+def test_fi_info_parser(text, ok, evidence):
+    assert kuberay.fi_info_efa(text) == (ok, evidence)
+
+
+# --------------------------------------------------------------------------------------------
+# The worker pods' logs (06's NCCL audit on aws)
+# --------------------------------------------------------------------------------------------
+
+class _Run:
+    def __init__(self, marker):
+        self.config, self.result, self.ranks = {"marker": marker}, {}, [{"device": "cuda:0"}]
+
+
+def test_worker_logs_come_from_the_pods_and_only_this_runs():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.step(s, **FAST).ok
+        nodes = st.gpu_nodes()
+        files = ray_worker_logs((FIX / "synthetic-efa-2x4-healthy.log").read_text(), "run0good0001", nodes)
+        older = ray_worker_logs((FIX / "synthetic-efa-2x4-sockets-provider.log").read_text(), "run0bad00001",
+                                nodes, job_id="01000000")
+        files = {n: {**files[n], **older[n], "/tmp/ray/session_latest/logs/old/worker-x-01-9.out": "[raytrain] "
+                     "marker=run0good0001\n"} for n in nodes}     # the glob does not reach into sub-directories
+        st.serve_files(files)
+        texts = report.collect_worker_logs(s, _Run("run0good0001"))
+        assert len(texts) == 16 and {k.split(":", 1)[0] for k in texts} == set(kuberay.worker_pods(s))
+        good = report.audit_run(s, _Run("run0good0001"))
+        assert good.ok and good.summary.startswith("pass: 8 ranks on 2 host(s)")
+        bad = report.audit_run(s, _Run("run0bad00001"))
+        assert not bad.ok and "sockets provider" in bad.summary
+        none = nccl.audit(report.collect_worker_logs(s, _Run("run0none0001")), expect="efa", marker="run0none0001")
+        assert not none.ok and none.verdict == "inconclusive"
+
+
+def test_standin_exec_lists_and_reads_like_a_shell():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP, files={"/tmp/a/worker-1.out": "x needle y\n",
+                                                             "/tmp/a/worker-2.err": "nothing\n",
+                                                             "/tmp/a/.worker-3.out": "needle\n",
+                                                             "/tmp/a/sub/worker-4.out": "needle\n"}):
+        assert kuberay.step(s, **FAST).ok
+        pod = kuberay.worker_pods(s)[0]
+        out = k8s.exec_in_pod(s, pod, ["sh", "-c", nccl._LIST_SCRIPT, "raytrain-collect", "needle", "/tmp/a/worker-*"])
+        assert out == "M\t/tmp/a/worker-1.out\nF\t/tmp/a/worker-2.err\n"
+        assert k8s.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/worker-2.err"]) == "nothing\n"
+        with pytest.raises(k8s.ExecError, match="exited 1") as e:
+            k8s.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/absent"])
+        assert "No such file or directory" in e.value.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Hopeless waits end early, with the diagnosis
+# --------------------------------------------------------------------------------------------
+
+def test_plugins_stop_waiting_when_the_daemonsets_cannot_reach_the_nodes():
+    s = settings()
+    with standin("plugin-desired-0", set_env=True, delay_s=0.05):
+        t0 = time.monotonic()
+        r = plugins.step(s, timeout_s=120, poll_s=1, log=QUIET)
+    assert time.monotonic() - t0 < 15
+    assert not r.ok and "stopped waiting" in r.message
+    assert any("lacks the label role=gpu-worker" in d for d in r.diagnosis)
+    # plugins that are merely slow are waited for
+    with standin("healthy", set_env=True, delay_s=1.5):
+        r = plugins.step(s, timeout_s=30, poll_s=0.2, log=QUIET)
+    assert r.ok and r.elapsed_s >= 1.4
+
+
+def test_kuberay_stops_waiting_on_a_crash_looping_head():
+    s = settings()
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        t0 = time.monotonic()
+        r = kuberay.step(s, timeout_s=120, poll_s=0.5, log=QUIET)
+    assert time.monotonic() - t0 < 15
+    assert not r.ok and "a pod is crash-looping" in r.message
+    assert any("restarted 3 times without becoming Ready (last exit: Error 1)" in d for d in r.diagnosis)
+
+
+@pytest.mark.parametrize("status,why", [
+    ({"conditions": [{"type": "Ready", "status": "True"}], "containerStatuses": [{"name": "c", "restartCount": 9}]}, ""),
+    ({"containerStatuses": [{"name": "c", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+     "container c CrashLoopBackOff (restarts 1)"),
+    ({"containerStatuses": [{"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]},
+     ""),
+    ({"containerStatuses": [{"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}]},
+     ""),
+    ({"containerStatuses": [{"name": "c", "restartCount": 4, "ready": False}]},
+     "container c restarted 4 times without becoming Ready"),
+])
+def test_crash_looping(status, why):
+    assert kuberay.crash_looping({"status": status}) == why
+
+
+# --------------------------------------------------------------------------------------------
+# 08 on aws: cluster.teardown
+# --------------------------------------------------------------------------------------------
+
+def _cluster_up(tmp_path):
+    s = make_settings(tmp_path)
+    A.save_placement(s, dict(region=R, az="us-west-2a", az_id="", instance_type=s.aws.gpu_node_type,
+                             gpu_node_count=2, account="123456789012", source="ranked"))
+    assert cluster.step(s, "up", assume_yes=True).ok
+    return s
+
+
+def _eks():
+    return boto3.client("eks", region_name=R)
+
+
+def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cluster, "_Ctx", lambda s: pytest.fail("no AWS call may happen"))
+    r = cluster.teardown(settings())
+    assert not r.ok and r.steps == []
+    r.show()
+    out = capsys.readouterr().out
+    assert out.startswith("refused: teardown deletes the RayCluster ray-train/raytrain, the KubeRay operator, "
+                          "the device plugins, GPU node group 'gpu-efa' and EKS cluster raytrain-tutorial in "
+                          "us-west-2; nothing was deleted. Fix: pass assume_yes=True")
+
+
+def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp_path, monkeypatch, capsys):
+    s = _cluster_up(tmp_path)
+    with standin("healthy", context=CONTEXT, **READY_OP) as st:
+        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
+        assert kuberay.step(s, **FAST).ok
+        n = len(srv.eksctl_calls())
+        r = cluster.teardown(s, assume_yes=True)
+        assert r.ok, r.steps
+        assert [state for _, state, _ in r.steps] == [True] * 5
+        assert [w.split(" (")[0].split(",")[0] for w, _, _ in r.steps] == [
+            "RayCluster ray-train/raytrain and its pods", "KubeRay operator", "device plugins",
+            "GPU node group 'gpu-efa'", "EKS cluster raytrain-tutorial"]
+        assert st.objects("apps/v1", "daemonsets", "kube-system") == []
+        assert st.objects("v1", "pods", "ray-train") == [] and st.objects("apps/v1", "deployments") == []
+        deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
+        order = [next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/",
+                                                                           "/daemonsets/")]
+        assert order == sorted(order)
+        assert [c["argv"][:2] for c in srv.eksctl_calls()[n:]] == [["delete", "nodegroup"], ["delete", "cluster"]]
+        assert _eks().list_clusters()["clusters"] == [] and r.remaining == []
+        r.show()
+        out = capsys.readouterr().out
+        assert "left in the account: nothing" in out and "teardown: everything is gone" in out
+        assert not any(x in out for x in SECRETS)
+        # again: nothing is left, nothing is deleted, and it says so
+        n_req = len(st.cluster.requests)
+        r2 = cluster.teardown(s, assume_yes=True)
+        assert r2.ok and "nothing in Kubernetes to delete" in r2.steps[0][2]
+        assert len(srv.eksctl_calls()) == n + 2 and len(st.cluster.requests) == n_req
+
+
+def test_teardown_never_deletes_through_another_clusters_context(srv, tmp_path, monkeypatch):
+    s = _cluster_up(tmp_path)
+    with standin("healthy", context="someone-elses-cluster", **READY_OP) as st:   # the current context
+        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
+        r = cluster.teardown(s, assume_yes=True)
+        assert [m for m, _ in st.cluster.requests if m == "DELETE"] == []          # nothing touched there
+        assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2
+    assert r.ok, r.steps                    # the objects went with the EKS cluster, which is verified gone
+    assert "has no context for EKS cluster raytrain-tutorial in us-west-2 (current context: " \
+           "'someone-elses-cluster'); gone with the EKS cluster" in r.steps[0][2]
+    assert _eks().list_clusters()["clusters"] == []
+
+
+def test_teardown_of_the_node_group_only(srv, tmp_path, monkeypatch):
+    s = _cluster_up(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    r = cluster.teardown(s, assume_yes=True, nodegroup_only=True)
+    assert r.ok and [w for w, _, _ in r.steps] == ["GPU node group 'gpu-efa'"]
+    assert _eks().list_nodegroups(clusterName=NAME)["nodegroups"] == ["system"]
