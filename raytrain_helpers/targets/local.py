@@ -374,21 +374,39 @@ def _shape_str(shape: dict[str, Any] | None) -> str:
 
 
 def _our_pids(settings: Settings) -> list[int]:
-    """Processes started for this cluster: their command line names our temp root or GCS port."""
+    """Processes of this cluster: a command line or working directory under our temp root (or naming our
+    GCS port), and all their descendants - Ray renames its agents and workers (``ray::RayTrainWorker``), so
+    their command lines no longer say where they belong, but their parent does."""
     root = str(_root(settings).resolve())
-    gcs = f"127.0.0.1:{settings.local.gcs_port}"
+    gcs = f":{settings.local.gcs_port}"
     me = os.getpid()
-    pids = []
+    matched: set[int] = set()
+    children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:
             continue
+        pid = int(d.name)
         try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
-        if (root + "/") in cmd or root + " " in cmd or (gcs in cmd and "ray" in cmd):
-            pids.append(int(d.name))
-    return pids
+        children.setdefault(ppid, []).append(pid)
+        try:
+            cwd = os.readlink(d / "cwd")
+        except OSError:
+            cwd = ""
+        if (root + "/") in cmd or cmd.endswith(root + " ") or cwd == root or cwd.startswith(root + "/") or (
+                gcs in cmd and "ray" in cmd and ("gcs_server" in cmd or "raylet" in cmd)):
+            matched.add(pid)
+    todo = list(matched)
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in matched and c != me:
+                matched.add(c)
+                todo.append(c)
+    return sorted(matched)
 
 
 def _stop_processes(settings: Settings, timeout_s: float = 15.0) -> int:
