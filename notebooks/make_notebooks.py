@@ -73,8 +73,10 @@ NOTEBOOKS = {
         "and the actions and creates nothing.",
         "action = None  # up | status | plan | down (default: up on local, plan on aws unless assume_yes)",
         [
-            ("code", "act = action or (\"up\" if cfg.target == \"local\" or assume_yes else \"plan\")\n"
-                     "cluster = rt.cluster.step(cfg, act, assume_yes=assume_yes)\ncluster.show()"),
+            ("code", "# NBVAL_IGNORE_OUTPUT\n# progress while the cluster starts (timings differ from run to run)\n"
+                     "act = action or (\"up\" if cfg.target == \"local\" or assume_yes else \"plan\")\n"
+                     "cluster = rt.cluster.step(cfg, act, assume_yes=assume_yes)"),
+            ("code", "cluster.show()"),
             ("code", "assert cluster.ok or act in (\"plan\", \"down\"), \"the cluster is not up\""),
         ]),
     "03_plugins": nb(

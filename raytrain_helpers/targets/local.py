@@ -249,6 +249,9 @@ def _base_env(settings: Settings) -> dict[str, str]:
                 "PYTHONUNBUFFERED": "1"})
     for k in ("RAY_ADDRESS",):
         env.pop(k, None)
+    if settings.local.auth_mode != "token":  # never inherit another cluster's token mode
+        for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            env.pop(k, None)
     return env
 
 
@@ -294,15 +297,20 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
     log.write_text("")
     obj = str(loc.object_store_mb * 1024 * 1024)
     names: dict[str, str] = {}
+    from tqdm import tqdm
+    bar = tqdm(total=1 + len(shape["workers"]), desc="starting raylets", unit="node", file=sys.stderr,
+               ncols=80, bar_format="{desc}: {n_fmt}/{total_fmt} {bar} {elapsed}")
     try:
         head_env = dict(env, CUDA_VISIBLE_DEVICES="")
         _ray_start(["--head", "--node-ip-address", "127.0.0.1", "--port", str(loc.gcs_port),
                     "--dashboard-host", "127.0.0.1", "--dashboard-port", str(loc.dashboard_port),
                     "--include-dashboard", "true", "--num-cpus", "0", "--num-gpus", "0",
                     "--object-store-memory", obj, "--temp-dir", str(root / "head"),
+                    "--dashboard-agent-listen-port", str(_free_port()),
                     "--disable-usage-stats"], head_env, log)
         url = f"http://127.0.0.1:{loc.dashboard_port}"
         _wait(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
+        bar.update(1)
         for w in shape["workers"]:
             before = {n["node_id"] for n in _safe_nodes(url)}
             wenv = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
@@ -310,11 +318,15 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
                         "--num-cpus", str(w["num_cpus"]), "--num-gpus", str(len(w["gpus"])),
                         "--resources", json.dumps({TRAIN_SLOT: w["train_slots"]}),
                         "--object-store-memory", obj, "--temp-dir", str(root / w["name"]),
+                        # Ray's default agent port (52365) is the same for every raylet: on one host the
+                        # second agent cannot bind it, and job submission then finds no agent
+                        "--dashboard-agent-listen-port", str(_free_port()),
                         "--disable-usage-stats"], wenv, log)
             _wait(lambda: len({n["node_id"] for n in _safe_nodes(url) if n.get("state") == "ALIVE"} - before) >= 1,
                   timeout_s, f"{w['name']} to register")
             new = {n["node_id"] for n in _safe_nodes(url) if n.get("state") == "ALIVE"} - before
             names[new.pop()] = w["name"]
+            bar.update(1)
         state_path(settings).write_text(json.dumps(dict(shape=shape, node_names=names, started=time.time()),
                                                    indent=2))
     except BaseException:
@@ -322,6 +334,8 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
         _stop_processes(settings)
         state_path(settings).unlink(missing_ok=True)
         raise
+    finally:
+        bar.close()
     info = status(settings)
     info.action = "started"
     info.message = f"head + {len(shape['workers'])} worker node(s) started"
@@ -333,6 +347,12 @@ def _safe_nodes(url: str) -> list[dict[str, Any]]:
         return _list_nodes(url)
     except (urllib.error.URLError, OSError, KeyError, ValueError):
         return []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def _wait(pred, timeout_s: float, what: str) -> None:
@@ -354,21 +374,39 @@ def _shape_str(shape: dict[str, Any] | None) -> str:
 
 
 def _our_pids(settings: Settings) -> list[int]:
-    """Processes started for this cluster: their command line names our temp root or GCS port."""
+    """Processes of this cluster: a command line or working directory under our temp root (or naming our
+    GCS port), and all their descendants - Ray renames its agents and workers (``ray::RayTrainWorker``), so
+    their command lines no longer say where they belong, but their parent does."""
     root = str(_root(settings).resolve())
-    gcs = f"127.0.0.1:{settings.local.gcs_port}"
+    gcs = f":{settings.local.gcs_port}"
     me = os.getpid()
-    pids = []
+    matched: set[int] = set()
+    children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:
             continue
+        pid = int(d.name)
         try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
-        if (root + "/") in cmd or root + " " in cmd or (gcs in cmd and "ray" in cmd):
-            pids.append(int(d.name))
-    return pids
+        children.setdefault(ppid, []).append(pid)
+        try:
+            cwd = os.readlink(d / "cwd")
+        except OSError:
+            cwd = ""
+        if (root + "/") in cmd or cmd.endswith(root + " ") or cwd == root or cwd.startswith(root + "/") or (
+                gcs in cmd and "ray" in cmd and ("gcs_server" in cmd or "raylet" in cmd)):
+            matched.add(pid)
+    todo = list(matched)
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in matched and c != me:
+                matched.add(c)
+                todo.append(c)
+    return sorted(matched)
 
 
 def _stop_processes(settings: Settings, timeout_s: float = 15.0) -> int:
