@@ -89,7 +89,7 @@ NOTEBOOKS = {
         "",
         [
             ("code", "devices = rt.plugins.step(cfg, assume_yes=assume_yes)\ndevices.show()"),
-            ("code", "assert devices.ok, \"devices are not allocatable on every worker node\""),
+            ("code", "assert devices.ok, \"devices are not allocatable on every worker node:\\n\" + \"\\n\".join(devices.diagnosis)"),
         ]),
     "04_kuberay": nb(
         "04 · KubeRay and the RayCluster",
@@ -103,7 +103,7 @@ NOTEBOOKS = {
         "",
         [
             ("code", "kr = rt.kuberay.step(cfg, assume_yes=assume_yes)\nkr.show()"),
-            ("code", "assert kr.ok, \"the RayCluster is not ready\""),
+            ("code", "assert kr.ok, \"the RayCluster is not ready:\\n\" + \"\\n\".join(kr.problems + kr.diagnosis)"),
         ]),
     "05_train": nb(
         "05 · Train: the FSDP job through the Ray Jobs API",
@@ -162,7 +162,7 @@ NOTEBOOKS = {
         "",
         [
             ("code", "gone = rt.cluster.teardown(cfg, assume_yes=assume_yes)\ngone.show()"),
-            ("code", "assert gone.ok, \"something is left: see above\""),
+            ("code", "assert gone.ok, getattr(gone, \"refused\", \"\") or \"something is left: see above\""),
         ]),
 }
 

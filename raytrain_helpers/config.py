@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 ENV_PREFIX = "RAYTRAIN_"
 ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
 #: RAYTRAIN_* variables that are not settings (paths and test switches).
-RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR"}
+RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_KUBERAY_CRDS"}
 
 # --------------------------------------------------------------------------------------------
 # Static facts

@@ -37,7 +37,10 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
     from .train import train_loop_per_worker
 
     ray.init(log_to_driver=True)
-    use_gpu = bool(cfg["use_gpu"])
+    use_gpu = cfg["use_gpu"]
+    if use_gpu == "auto":
+        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    use_gpu = bool(use_gpu)
     n = _num_workers(int(cfg.get("num_workers") or 0), use_gpu)
     res = {TRAIN_SLOT: 1, "CPU": 1}
     if use_gpu:

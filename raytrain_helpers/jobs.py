@@ -69,7 +69,9 @@ def job_config(settings: Settings, *, run_name: str | None = None, marker: str |
         model=settings.model_config_dict(), preset=t.model_preset, model_id=t.model_id or None,
         steps=steps or t.steps, seq_len=t.seq_len, batch_size=t.batch_size, learning_rate=t.learning_rate,
         seed=t.seed, checkpoint_every=t.checkpoint_every, num_workers=t.num_workers, precision=t.precision,
-        use_gpu=_use_gpu(settings), storage_path=storage_path(settings, run_name), warmup_steps=warmup_steps,
+        # aws: the driver decides from the cluster (GPU nodes -> NCCL; a CPU-only cluster -> gloo, which
+        # then fails the efa transport audit in 06 instead of failing to schedule)
+        use_gpu="auto" if settings.target == "aws" else _use_gpu(settings), storage_path=storage_path(settings, run_name), warmup_steps=warmup_steps,
         cpu_threads=1, final_checkpoint=final_checkpoint,
     )
 

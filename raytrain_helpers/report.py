@@ -156,7 +156,7 @@ class Verification:
 
 
 def verify(settings, run=None, *, run_name: str | None = None, check_restore: bool = True,
-           audit: Any = None) -> Verification:
+           audit: Any = None, audit_error: str | None = None) -> Verification:
     """Check the last job of the run against every criterion that applies to the target."""
     from . import capacity, jobs
 
@@ -250,7 +250,9 @@ def verify(settings, run=None, *, run_name: str | None = None, check_restore: bo
 
     # -- transport ---------------------------------------------------------------------------------
     expect = settings.expected_transport(1 if on_gpu else 0)
-    if audit is not None:
+    if audit_error:
+        crit.add(f"NCCL transport as expected ({expect}) for every rank pair", False, audit_error)
+    elif audit is not None:
         crit.add(f"NCCL transport as expected ({expect}) for every rank pair", audit.ok,
                  getattr(audit, "summary", None) or str(getattr(audit, "verdict", "")))
     elif expect == "none":
@@ -317,8 +319,13 @@ def verify_run(settings, *, run_name: str | None = None, check_restore: bool = T
     """06_verify's entry point: collect the run's worker logs, audit them, check every criterion."""
     from . import jobs
     run = jobs.load_last(settings, run_name)
-    audit = audit_run(settings, run) if run is not None else None
-    return verify(settings, run, run_name=run_name, check_restore=check_restore, audit=audit)
+    audit, error = None, None
+    if run is not None:
+        try:
+            audit = audit_run(settings, run)
+        except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
+            error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
+    return verify(settings, run, run_name=run_name, check_restore=check_restore, audit=audit, audit_error=error)
 
 
 @dataclass

@@ -175,8 +175,10 @@ def register_cli(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the notebooks and their parameters, run nothing")
     p.set_defaults(func=_cli_run)
 
-    d = sub.add_parser("down", help="stop the local Ray cluster (aws: see `cluster down` / 08_teardown)")
+    d = sub.add_parser("down", help="tear everything down: the local Ray cluster, or on aws the RayCluster, "
+                                     "operator, plugins, node group and cluster in reverse order (needs --yes)")
     add_settings_args(d)
+    d.add_argument("--yes", action="store_true", help="aws: confirm the deletion (never prompts)")
     d.set_defaults(func=_cli_down)
 
 
@@ -211,11 +213,7 @@ def _typed(v: Any) -> Any:
 def _cli_down(args: argparse.Namespace) -> int:
     from .cli import settings_from_args
     s = settings_from_args(args)
-    if s.target != "local":
-        print("the aws target is torn down by 08_teardown or `raytrain-tutorial cluster down --yes`",
-              file=sys.stderr)
-        return 2
-    from .targets import local
-    info = local.down(s)
-    info.show()
-    return 0
+    from .cluster import teardown
+    result = teardown(s, assume_yes=bool(getattr(args, "yes", False)))
+    result.show()
+    return 0 if result.ok else 1

@@ -409,7 +409,7 @@ def _our_pids(settings: Settings) -> list[int]:
     return sorted(matched)
 
 
-def _stop_processes(settings: Settings, timeout_s: float = 15.0) -> int:
+def _stop_processes(settings: Settings, timeout_s: float = 6.0) -> int:
     pids = _our_pids(settings)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:

@@ -254,20 +254,7 @@ def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, e
 # 05, 06: the real job through the port-forward, then verification
 # --------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def cpu_workers(work, monkeypatch):
-    """The stand-in's GPU nodes are CPU raylets here: the kernel's jobs._use_gpu answers False on aws (an
-    IPython startup file in a private IPYTHONDIR; nothing else in the code path changes)."""
-    d = work / "ipython"
-    start = d / "profile_default" / "startup"
-    start.mkdir(parents=True, exist_ok=True)
-    (start / "00-cpu-workers.py").write_text(
-        "import raytrain_helpers.jobs as _jobs\n"
-        "_jobs._use_gpu = lambda settings: False  # test double: the 'GPU nodes' are CPU raylets\n")
-    monkeypatch.setenv("IPYTHONDIR", str(d))
-
-
-def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_ray, cpu_workers, work):
+def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_ray, work):
     # On EKS storage_path must be s3://... (every worker pod must reach it; jobs.storage_path refuses an empty
     # one on aws). Here the "pods" are local raylets, so a local directory stands in for the bucket.
     text = run_nb("05_train", work, steps=2, storage_path=str(work / "storage"))
