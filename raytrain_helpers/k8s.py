@@ -620,25 +620,8 @@ def port_forward(settings: Settings, pod: str, remote_port: int, *, namespace: s
 # Plain-text tables (report.table when the lead's module is there)
 # --------------------------------------------------------------------------------------------
 
-def table(rows, headers, title: str | None = None) -> str:
-    try:
-        from .report import table as _t
-    except ImportError:
-        _t = None
-    if _t is not None:
-        return _t(rows, headers, title=title)
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(str(h))] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
-    lines = ([title] if title else []) + [sep, "| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
-                                          + " |", sep]
-    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows] + [sep]
-    text = "\n".join(lines)
-    print(text)
-    return text
+def table(rows, headers, title: str | None = None) -> None:
+    from .report import table as report_table  # the shared plain-text table
+    report_table(rows, headers, title=title)
 
 
-__all__ = ["api_client", "apply", "get", "list_objects", "delete", "request", "resource_path", "wait_for",
-           "exec_in_pod", "port_forward", "PortForwarder", "kube_connection_factory", "K8sError", "ExecError",
-           "node_row", "pod_ready", "pod_problem", "untolerated_taints", "selector_misses", "quantity", "KINDS",
-           "GPU_RESOURCE", "EFA_RESOURCE", "table", "pick_context", "kubeconfig_path", "cluster_context"]

@@ -949,27 +949,8 @@ def _abbr(cls: str) -> str:
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | None = None) -> None:
-    try:
-        from .report import table as report_table  # the shared plain-text table
-    except ImportError:  # pragma: no cover - report.py not merged yet
-        report_table = None
-    if report_table is not None:
-        report_table(rows, headers, title=title, max_width=90)
-        return
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [len(h) for h in headers]
-    for r in cells:
-        for i, c in enumerate(r):
-            widths[i] = max(widths[i], len(c))
-    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
-    if title:
-        print(title)
-    print(sep)
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
-    print(sep)
-    for r in cells:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
-    print(sep)
+    from .report import table as report_table  # the shared plain-text table
+    report_table(rows, headers, title=title, max_width=90)
 
 
 def _check_expect(expect: str) -> str:

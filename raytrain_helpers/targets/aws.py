@@ -537,18 +537,8 @@ def wait_until(fetch: Callable[[], str], *, done: Callable[[str], bool], desc: s
 # Tables
 # --------------------------------------------------------------------------------------------
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | None = None) -> str:
-    try:
-        from ..report import table as _t  # the lead's shared table printer
-        return _t(rows, headers, title=title)
-    except ImportError:
-        pass
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(str(h))] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
-    out = ([title] if title else []) + [sep, "| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
-                                        + " |", sep]
-    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows] + [sep]
-    text = "\n".join(out)
-    print(text)
-    return text
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | None = None) -> None:
+    from ..report import table as report_table  # the shared plain-text table
+    report_table(rows, headers, title=title)
+
+
