@@ -54,7 +54,8 @@ def names(st, ns="ray-train"):
 # step
 # --------------------------------------------------------------------------------------------
 
-def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys):
+def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_crds_dir):
+    # without helm the operator is installed from the release's CRD files (../shared/kuberay-crds)
     s = settings()
     with standin("healthy", set_env=True, **READY) as st:
         r = kuberay.step(s, **FAST)
@@ -348,7 +349,7 @@ def test_port_forwarder_reports_upstream_failures():
 # teardown, context choice
 # --------------------------------------------------------------------------------------------
 
-def test_teardown_deletes_in_order_and_verifies():
+def test_teardown_deletes_in_order_and_verifies(kuberay_crds_dir):
     s = settings()
     with standin("healthy", set_env=True, **READY) as st:
         assert kuberay.step(s, **FAST).ok
