@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import boto3
-import nbformat
 import papermill as pm
 import pytest
 
@@ -36,6 +35,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from aws_fakes.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 
+from tests.helpers import notebook_outputs  # noqa: E402
 from tests.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
@@ -54,15 +54,7 @@ CRDS = REPO.parent / "shared" / "kuberay-crds" / "v1.4.0"
 # Running a notebook
 # --------------------------------------------------------------------------------------------
 
-def _outputs(path: Path) -> str:
-    nb = nbformat.read(path, as_version=4)
-    out = []
-    for c in nb.cells:
-        for o in c.get("outputs", []):
-            out.append(o.get("text") or o.get("data", {}).get("text/plain", "") or "")
-            if o.get("output_type") == "error":
-                out.append(f"{o['ename']}: {o['evalue']}\n" + "\n".join(o.get("traceback") or []))
-    return "\n".join(out)
+
 
 
 def _no_secrets(text: str, where: str) -> None:
@@ -81,7 +73,7 @@ def run_nb(name: str, work: Path, *, fails: bool = False, **params) -> str:
                             kernel_name="python3", progress_bar=False)
     except pm.PapermillExecutionError as e:
         err = e
-    text = _outputs(out)
+    text = notebook_outputs(out)
     _no_secrets(text, out.name)
     if fails:
         assert err is not None, f"{name} should have failed:\n{text[-3000:]}"

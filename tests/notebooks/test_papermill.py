@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import papermill as pm
 import pytest
 
 from tests.conftest import TEST_LOCAL
+from tests.helpers import notebook_outputs
 
 REPO = Path(__file__).resolve().parents[2]
 NB = REPO / "notebooks"
 pytestmark = pytest.mark.notebooks
-
-
-def _text(path: Path) -> str:
-    nb = nbformat.read(path, as_version=4)
-    out = []
-    for c in nb.cells:
-        for o in c.get("outputs", []):
-            out.append(o.get("text") or o.get("data", {}).get("text/plain", "") or "")
-            if o.get("output_type") == "error":
-                out.append(f"{o['ename']}: {o['evalue']}")
-    return "\n".join(out)
 
 
 def test_parameters_are_discoverable():
@@ -38,13 +27,13 @@ def test_train_and_verify_with_overrides(local_cluster, tmp_path):
     out5 = tmp_path / "05.ipynb"
     pm.execute_notebook(str(NB / "05_train.ipynb"), str(out5), parameters=params, cwd=str(NB),
                         kernel_name="python3", progress_bar=False)
-    text = _text(out5)
+    text = notebook_outputs(out5)
     assert "steps 0->2 of 2" in text and "SUCCEEDED" in text
     assert "run pm-overrides" in text
     out6 = tmp_path / "06.ipynb"
     pm.execute_notebook(str(NB / "06_verify.ipynb"), str(out6), parameters=params, cwd=str(NB),
                         kernel_name="python3", progress_bar=False)
-    text = _text(out6)
+    text = notebook_outputs(out6)
     assert "0 failed" in text and "FAIL " not in text
 
 

@@ -14,9 +14,7 @@ import stat
 import sys
 import threading
 import time
-import types
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from raytrain_helpers import config, k8s, kuberay  # noqa: E402
+from tests.helpers import fake_local_status, ray_node  # noqa: E402
 from tests.k8s_standin import standin  # noqa: E402
 
 QUIET = lambda *a: None  # noqa: E731
@@ -387,34 +386,9 @@ def test_context_choice_prefers_the_eks_cluster():
 # local
 # --------------------------------------------------------------------------------------------
 
-@dataclass
-class FakeInfo:
-    running: bool
-    nodes: list = field(default_factory=list)
-    address: str = "127.0.0.1:6390"
-    dashboard_url: str = "http://127.0.0.1:8266"
-
-    @property
-    def head(self):
-        return next((n for n in self.nodes if n["role"] == "head"), None)
-
-
-def fake_local(monkeypatch, info):
-    mod = types.ModuleType("raytrain_helpers.targets.local")
-    mod.status = lambda settings: info
-    import raytrain_helpers.targets as targets
-    monkeypatch.setitem(sys.modules, "raytrain_helpers.targets.local", mod)
-    monkeypatch.setattr(targets, "local", mod, raising=False)
-
-
-def _node(name, role, cpu, gpu, slots):
-    return dict(node_id=name * 4, name=name, role=role, alive=True, temp_dir=f"/tmp/raytrain/{name}",
-                resources={"CPU": cpu, "GPU": gpu, **({"train_slot": slots} if slots else {})})
-
-
 def test_local_step_maps_the_manifest_to_raylets(monkeypatch, capsys):
-    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 1, 0, 1),
-                                            _node("worker-1", "worker", 1, 0, 1)]))
+    fake_local_status(monkeypatch, True, [ray_node("head", "head", 0, 0, 0), ray_node("worker-0", "worker", 1, 0, 1),
+                                    ray_node("worker-1", "worker", 1, 0, 1)])
     s = settings(target="local")
     r = kuberay.step(s)
     assert r.ok, r.problems
@@ -434,9 +408,9 @@ def test_local_step_maps_the_manifest_to_raylets(monkeypatch, capsys):
 
 def test_local_step_flags_a_head_with_gpus_or_no_cluster(monkeypatch):
     s = settings(target="local")
-    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 1, 1, 0), _node("worker-0", "worker", 1, 0, 1)]))
+    fake_local_status(monkeypatch, True, [ray_node("head", "head", 1, 1, 0), ray_node("worker-0", "worker", 1, 0, 1)])
     assert not kuberay.step(s).ok
-    fake_local(monkeypatch, FakeInfo(False))
+    fake_local_status(monkeypatch, False)
     r = kuberay.step(s)
     assert not r.ok and any("notebook 02" in p for p in r.problems)
     with pytest.raises(RuntimeError, match="notebook 02"):

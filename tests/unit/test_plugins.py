@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import stat
 import sys
-import types
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from raytrain_helpers import config, plugins  # noqa: E402
+from tests.helpers import fake_local_status, ray_node  # noqa: E402
 from tests.k8s_standin import standin  # noqa: E402
 
 FAST = dict(timeout_s=3, poll_s=0.05, log=lambda *a: None)
@@ -208,35 +207,9 @@ def test_bad_token_is_refused(tmp_path, monkeypatch):
 # local
 # --------------------------------------------------------------------------------------------
 
-@dataclass
-class FakeInfo:
-    running: bool
-    nodes: list = field(default_factory=list)
-    address: str = "127.0.0.1:6390"
-    dashboard_url: str = "http://127.0.0.1:8266"
-
-    @property
-    def head(self):
-        return next((n for n in self.nodes if n["role"] == "head"), None)
-
-
-def fake_local(monkeypatch, info: FakeInfo):
-    mod = types.ModuleType("raytrain_helpers.targets.local")
-    mod.status = lambda settings: info
-    import raytrain_helpers.targets as targets
-    monkeypatch.setitem(sys.modules, "raytrain_helpers.targets.local", mod)
-    monkeypatch.setattr(targets, "local", mod, raising=False)
-
-
-def _node(name, role, cpu, gpu, slots, alive=True):
-    return dict(node_id=name * 4, name=name, role=role, alive=alive,
-                resources={"CPU": cpu, "GPU": gpu, "memory": 1e9, **({"train_slot": slots} if slots else {})},
-                temp_dir=f"/tmp/raytrain/{name}")
-
-
 def test_local_table_of_devices_and_backends(monkeypatch, capsys):
-    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 2, 2, 2),
-                                            _node("worker-1", "worker", 1, 0, 1)]))
+    fake_local_status(monkeypatch, True, [ray_node("head", "head", 0, 0, 0), ray_node("worker-0", "worker", 2, 2, 2),
+                                    ray_node("worker-1", "worker", 1, 0, 1)])
     r = plugins.step(settings(target="local"))
     assert r.ok
     by = {n["node"]: n for n in r.nodes}
@@ -248,10 +221,10 @@ def test_local_table_of_devices_and_backends(monkeypatch, capsys):
 
 
 def test_local_without_train_slots_is_not_ok(monkeypatch):
-    fake_local(monkeypatch, FakeInfo(True, [_node("head", "head", 0, 0, 0), _node("worker-0", "worker", 1, 0, 0)]))
+    fake_local_status(monkeypatch, True, [ray_node("head", "head", 0, 0, 0), ray_node("worker-0", "worker", 1, 0, 0)])
     r = plugins.step(settings(target="local"))
     assert not r.ok and "train_slot" in r.message
-    fake_local(monkeypatch, FakeInfo(False))
+    fake_local_status(monkeypatch, False)
     r = plugins.step(settings(target="local"))
     assert not r.ok and "notebook 02" in r.message
     assert plugins.teardown(settings(target="local")).ok
