@@ -12,43 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None,
-          max_width: int = 60) -> None:
-    """Print a fixed-width text table (plain text: stable for nbval, readable in a terminal)."""
-    print(format_table(rows, headers, title, max_width))
-
-
-def format_table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None,
-                 max_width: int = 60) -> str:
-    rows = [[_cell(c, max_width) for c in r] for r in rows]
-    headers = [str(h) for h in headers]
-    widths = [len(h) for h in headers]
-    for r in rows:
-        for i, c in enumerate(r):
-            widths[i] = max(widths[i], len(c))
-    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
-    lines = []
-    if title:
-        lines.append(title)
-    lines.append(sep)
-    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
-    lines.append(sep)
-    for r in rows:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
-    lines.append(sep)
-    return "\n".join(lines)
-
-
-def _cell(v: Any, max_width: int) -> str:
-    if isinstance(v, float):
-        s = f"{v:.4g}"
-    else:
-        s = str(v)
-    s = s.replace("\n", " ")
-    return s if len(s) <= max_width else s[: max_width - 3] + "..."
-
-
-PASS, FAIL, NA = "PASS", "FAIL", "n/a"
+from .core.criteria import FAIL, NA, PASS, Criteria, Criterion  # noqa: F401
+from .core.tables import format_table, human_bytes, table  # noqa: F401
 
 
 def describe(settings) -> None:
@@ -60,63 +25,6 @@ def describe(settings) -> None:
     print(f"target {settings.target} | run {settings.run_name} | {where}")
     print(f"model {t.model_preset} | steps {t.steps} | seq_len {t.seq_len} | batch {t.batch_size}/worker | "
           f"workers {t.num_workers or 'all'} | Ray {settings.versions.ray_version} | image {settings.versions.dlc_image}")
-
-
-@dataclass
-class Criterion:
-    name: str
-    status: str                 # PASS | FAIL | n/a
-    evidence: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status == FAIL
-
-
-@dataclass
-class Criteria:
-    title: str
-    items: list[Criterion] = field(default_factory=list)
-
-    def add(self, name: str, ok: bool | None, evidence: str = "", na_reason: str | None = None) -> Criterion:
-        if ok is None:
-            c = Criterion(name, NA, na_reason or evidence)
-        else:
-            c = Criterion(name, PASS if ok else FAIL, evidence)
-        self.items.append(c)
-        return c
-
-    @property
-    def ok(self) -> bool:
-        return not any(c.failed for c in self.items)
-
-    @property
-    def failed(self) -> list[Criterion]:
-        return [c for c in self.items if c.failed]
-
-    def show(self) -> None:
-        table([(c.status, c.name, c.evidence) for c in self.items], ["result", "criterion", "evidence"],
-              title=self.title, max_width=90)
-        n_pass = sum(c.status == PASS for c in self.items)
-        n_na = sum(c.status == NA for c in self.items)
-        print(f"{n_pass} passed, {len(self.failed)} failed, {n_na} not applicable")
-
-    def raise_if_failed(self) -> None:
-        if self.failed:
-            raise AssertionError("failed criteria: " + "; ".join(f"{c.name} ({c.evidence})" for c in self.failed))
-
-    def to_json(self) -> str:
-        return json.dumps({"title": self.title, "ok": self.ok, "items": [asdict(c) for c in self.items]}, indent=2)
-
-
-def human_bytes(n: float) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,26 @@
+"""Where the tutorial runs: ``local`` (a real Ray cluster on this machine) or ``aws`` (EKS + KubeRay).
+
+Each target exports the names of :mod:`.base` (the Target interface). :func:`for_settings` is the one place in
+the package that reads ``settings.target``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..core.config import ConfigError, Settings
+from .base import INTERFACE, JobDefaults, StepResult, Target
+
+#: The targets there are, by the name ``settings.target`` takes.
+NAMES = ("local", "aws")
+
+
+def for_settings(settings: Settings) -> Target:
+    """The target module the settings ask for (imported on first use: the aws target needs boto3)."""
+    name = settings.target
+    if name not in NAMES:
+        raise ConfigError(f"target = {name!r} is not a target. Fix: target: local or target: aws")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+__all__ = ["INTERFACE", "NAMES", "JobDefaults", "StepResult", "Target", "for_settings"]

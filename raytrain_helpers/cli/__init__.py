@@ -1,8 +1,8 @@
 """``raytrain-tutorial``: the same helpers the notebooks call, from a terminal or CI.
 
-Sub-commands are contributed by the modules that own them: each module in ``_COMMAND_MODULES`` may define
-``register_cli(subparsers)`` which adds its parsers and sets ``func`` (a callable taking the parsed
-namespace and returning an exit code).
+Every command lives in this package: each module named in ``COMMAND_MODULES`` defines ``register(subparsers)``,
+which adds its parsers and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
+Lower layers never import this package.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import importlib
 import sys
 from typing import Any, Sequence
 
-from .config import ConfigError
+from ..core.config import ConfigError
 
-_COMMAND_MODULES = ("runner", "config_cli", "targets.local", "jobs", "nccl", "capacity_aws", "cluster",
-                    "kuberay", "plugins", "render")
+COMMAND_MODULES = ("run", "config", "local", "nccl", "aws", "kube")
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:
@@ -29,7 +28,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace, **extra: Any):
-    from .config import load
+    from ..core.config import load
     params = {k: v for k, v in (args.params or [])}
     if getattr(args, "target", None):
         params["target"] = args.target
@@ -43,16 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Multi-node PyTorch FSDP with Ray Train on KubeRay/EKS: run the tutorial notebooks, "
                     "manage the local cluster, render manifests, audit NCCL transports.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as e:  # a module another issue has not delivered yet
-            if e.name and e.name.startswith(__package__):
-                continue
-            raise
-        register = getattr(mod, "register_cli", None)
-        if register is not None:
-            register(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
@@ -71,6 +62,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,608 @@
+"""One typed settings object for the whole tutorial.
+
+Sources, lowest precedence first:
+
+1. defaults built into this module,
+2. ``env.yaml`` (found in the working directory or its parents, or ``RAYTRAIN_ENV_FILE``),
+3. override files (``raytrain-tutorial run -f extra.yaml``, ``load(files=[...])``), in order,
+4. environment variables ``RAYTRAIN_<NAME>`` where NAME is the reference sample's env.sh name
+   (``RAYTRAIN_GPU_NODE_COUNT=4``, ``RAYTRAIN_STEPS=20``) or the upper-cased flat name of any other
+   setting (``RAYTRAIN_TARGET=aws``, ``RAYTRAIN_MODEL_PRESET=qwen2.5-1.5b``),
+5. explicit parameters: papermill ``-p name value``, CLI ``-p name value``, ``load(steps=3)``.
+
+Every setting has a unique flat name (``steps``, ``gpu_node_count``...) usable at every level, and a
+dotted name (``train.steps``) usable in YAML files. Invalid values raise :class:`ConfigError` naming
+the field, the bad value, where it came from, and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ENV_PREFIX = "RAYTRAIN_"
+ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
+#: RAYTRAIN_* variables that are not settings (paths and test switches).
+RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_KUBERAY_CRDS"}
+
+# --------------------------------------------------------------------------------------------
+# Static facts
+# --------------------------------------------------------------------------------------------
+
+#: Model presets: Qwen2 configs built with random weights (no download).
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        vocab_size=1024, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        max_position_embeddings=4096, rope_theta=10000.0, rms_norm_eps=1e-6,
+    ),
+    # The exact shape of Qwen/Qwen2.5-1.5B (config.json of the public release).
+    "qwen2.5-1.5b": dict(
+        vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+        num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True,
+        max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+    ),
+}
+
+#: GPU instance types the tutorial knows offline. 01_capacity re-checks against
+#: ``ec2:DescribeInstanceTypes`` on the aws target. gpu_mem_gib is per GPU.
+INSTANCE_TYPES: dict[str, dict[str, Any]] = {
+    "g5.12xlarge": dict(gpus=4, gpu_model="A10G", gpu_mem_gib=24, vcpus=48, mem_gib=192, efa=1),
+    "g5.48xlarge": dict(gpus=8, gpu_model="A10G", gpu_mem_gib=24, vcpus=192, mem_gib=768, efa=1),
+    "g6.12xlarge": dict(gpus=4, gpu_model="L4", gpu_mem_gib=24, vcpus=48, mem_gib=192, efa=1),
+    "g6.24xlarge": dict(gpus=4, gpu_model="L4", gpu_mem_gib=24, vcpus=96, mem_gib=384, efa=1),
+    "g6.48xlarge": dict(gpus=8, gpu_model="L4", gpu_mem_gib=24, vcpus=192, mem_gib=768, efa=1),
+    "g6e.12xlarge": dict(gpus=4, gpu_model="L40S", gpu_mem_gib=48, vcpus=48, mem_gib=384, efa=1),
+    "g6e.48xlarge": dict(gpus=8, gpu_model="L40S", gpu_mem_gib=48, vcpus=192, mem_gib=1536, efa=4),
+    "p4d.24xlarge": dict(gpus=8, gpu_model="A100", gpu_mem_gib=40, vcpus=96, mem_gib=1152, efa=4),
+    "p4de.24xlarge": dict(gpus=8, gpu_model="A100", gpu_mem_gib=80, vcpus=96, mem_gib=1152, efa=4),
+    "p5.48xlarge": dict(gpus=8, gpu_model="H100", gpu_mem_gib=80, vcpus=192, mem_gib=2048, efa=32),
+    "p5e.48xlarge": dict(gpus=8, gpu_model="H200", gpu_mem_gib=141, vcpus=192, mem_gib=2048, efa=32),
+    "p5en.48xlarge": dict(gpus=8, gpu_model="H200", gpu_mem_gib=141, vcpus=192, mem_gib=2048, efa=16),
+}
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
+RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+#: env.sh names of the reference sample -> flat field names.
+ENV_SH_NAMES: dict[str, str] = {
+    "CLUSTER_NAME": "cluster_name", "REGION": "region", "K8S_VERSION": "k8s_version",
+    "NODE_AMI_FAMILY": "node_ami_family", "SYSTEM_NODE_TYPE": "system_node_type",
+    "SYSTEM_NODE_COUNT": "system_node_count", "GPU_NODE_TYPE": "gpu_node_type",
+    "GPU_NODE_COUNT": "gpu_node_count", "GPUS_PER_NODE": "gpus_per_node",
+    "GPU_NODEGROUP_NAME": "gpu_nodegroup_name", "GPU_AZ": "gpu_az",
+    "CAPACITY_RESERVATION_ID": "capacity_reservation_id", "DLC_IMAGE": "dlc_image",
+    "KUBERAY_VERSION": "kuberay_version", "RAY_VERSION": "ray_version",
+    "NVIDIA_DEVICE_PLUGIN_VERSION": "nvidia_device_plugin_version",
+    "EFA_DEVICE_PLUGIN_VERSION": "efa_device_plugin_version", "NAMESPACE": "namespace",
+    "RAY_CLUSTER_NAME": "ray_cluster_name", "MODEL_ID": "model_id", "STEPS": "steps",
+    "SEQ_LEN": "seq_len", "BATCH_SIZE": "batch_size", "LEARNING_RATE": "learning_rate",
+    "NUM_WORKERS": "num_workers", "BENCH_STEPS": "bench_steps",
+    "BENCH_WARMUP_STEPS": "bench_warmup_steps",
+}
+
+
+class ConfigError(ValueError):
+    """A setting is wrong. The message names the field, the value, its source and the fix."""
+
+
+def _dns_label(field: str, max_len: int = 63):
+    def check(v: str) -> str:
+        if not isinstance(v, str) or len(v) > max_len or not DNS1123_LABEL.match(v):
+            raise ValueError(
+                f"must be a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
+                f"with a letter or digit, at most {max_len} characters). "
+                f"Fix: e.g. {_suggest_dns(v, max_len)!r}"
+            )
+        return v
+    return check
+
+
+def _suggest_dns(v: Any, max_len: int) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", str(v).lower()).strip("-")[:max_len].strip("-")
+    return s or "raytrain"
+
+
+# --------------------------------------------------------------------------------------------
+# The settings groups
+# --------------------------------------------------------------------------------------------
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AwsSettings(_Group):
+    """The reference architecture on Amazon EKS."""
+    cluster_name: str = "raytrain-tutorial"
+    region: str = "us-west-2"
+    k8s_version: str = "1.33"
+    node_ami_family: str = "AmazonLinux2023"
+    system_node_type: str = "m7i.xlarge"
+    system_node_count: int = Field(1, ge=1)
+    gpu_node_type: str = "g6.12xlarge"
+    gpu_node_count: int = Field(2, ge=1)
+    gpus_per_node: int = Field(4, ge=1)
+    gpu_nodegroup_name: str = "gpu-efa"
+    gpu_az: str = ""
+    capacity_reservation_id: str = ""
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z][A-Za-z0-9-]{0,99}$", v or ""):
+            raise ValueError("must start with a letter and hold only letters, digits and '-' "
+                             "(EKS cluster names, at most 100 characters). Fix: e.g. 'raytrain-tutorial'")
+        return v
+
+    _ng = field_validator("gpu_nodegroup_name")(classmethod(lambda cls, v: _dns_label("gpu_nodegroup_name")(v)))
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not REGION_RE.match(v or ""):
+            raise ValueError("is not an AWS region name. Fix: e.g. 'us-west-2' or 'us-east-1'")
+        return v
+
+    @field_validator("k8s_version")
+    @classmethod
+    def _k8s(cls, v: Any) -> str:
+        v = str(v)
+        if not re.match(r"^1\.\d{2}$", v):
+            raise ValueError("must be a Kubernetes minor version such as '1.33' (quote it in YAML)")
+        return v
+
+    @field_validator("capacity_reservation_id")
+    @classmethod
+    def _cr(cls, v: str) -> str:
+        if v and not RESERVATION_RE.match(v):
+            raise ValueError("must be empty or a capacity reservation id such as 'cr-0123456789abcdef0'")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "AwsSettings":
+        known = INSTANCE_TYPES.get(self.gpu_node_type)
+        if known is None:
+            raise ValueError(
+                f"gpu_node_type {self.gpu_node_type!r} is not a known EFA-capable GPU instance type. "
+                f"Fix: use one of {', '.join(sorted(INSTANCE_TYPES))}")
+        if self.gpus_per_node != known["gpus"]:
+            same = sorted(k for k, v in INSTANCE_TYPES.items() if v["gpus"] == self.gpus_per_node)
+            raise ValueError(
+                f"gpus_per_node = {self.gpus_per_node} but {self.gpu_node_type} has {known['gpus']} GPUs. "
+                f"Fix: set gpus_per_node: {known['gpus']}"
+                + (f", or choose a type with {self.gpus_per_node} GPUs ({', '.join(same)})" if same else ""))
+        if self.gpu_az and not self.gpu_az.startswith(self.region):
+            raise ValueError(f"gpu_az {self.gpu_az!r} is not in region {self.region!r}. "
+                             f"Fix: leave gpu_az empty (01_capacity picks one) or use e.g. '{self.region}a'")
+        return self
+
+
+class VersionSettings(_Group):
+    """What the Ray Train DLC contains and the cluster pieces pinned to it."""
+    dlc_image: str = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+    ray_version: str = "2.58.0"
+    kuberay_version: str = "1.4.0"
+    nvidia_device_plugin_version: str = "0.20.0"
+    efa_device_plugin_version: str = "v0.5.32"
+
+    @field_validator("dlc_image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        m = re.match(r"^[a-z0-9.\-/_:]+:([A-Za-z0-9_.\-]+)$", v or "")
+        if not m or m.group(1) == "latest":
+            raise ValueError("must be an image reference with an explicit tag other than 'latest'. "
+                             "Fix: public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1")
+        return v
+
+    @field_validator("ray_version", "kuberay_version", "nvidia_device_plugin_version")
+    @classmethod
+    def _semver(cls, v: Any) -> str:
+        v = str(v)
+        if not re.match(r"^\d+\.\d+\.\d+$", v):
+            raise ValueError("must be a version like '1.4.0' (no leading 'v')")
+        return v
+
+    @field_validator("efa_device_plugin_version")
+    @classmethod
+    def _efa(cls, v: Any) -> str:
+        v = str(v)
+        if not re.match(r"^v\d+\.\d+\.\d+$", v):
+            raise ValueError("must be a version like 'v0.5.32' (with the leading 'v', as the chart tags it)")
+        return v
+
+
+class KubernetesSettings(_Group):
+    namespace: str = "ray-train"
+    ray_cluster_name: str = "raytrain"
+
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label("namespace")(v)))
+    # KubeRay derives pod and service names from it and appends suffixes: keep it short.
+    _rc = field_validator("ray_cluster_name")(classmethod(lambda cls, v: _dns_label("ray_cluster_name", 40)(v)))
+
+
+class TrainSettings(_Group):
+    model_preset: str = "tiny"
+    model_id: str = ""
+    steps: int = 8
+    seq_len: int = 128
+    batch_size: int = 2
+    learning_rate: float = 1e-4
+    num_workers: int = 0
+    checkpoint_every: int = 4
+    seed: int = 0
+    bench_steps: int = 8
+    bench_warmup_steps: int = 2
+    storage_path: str = ""
+    extra_pip: list[str] = Field(default_factory=list)
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+
+    @field_validator("model_preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"is not a known preset. Fix: one of {', '.join(PRESETS)}")
+        return v
+
+    @field_validator("steps", "batch_size", "bench_steps")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be at least 1. Fix: e.g. 8")
+        return v
+
+    @field_validator("seq_len")
+    @classmethod
+    def _seq(cls, v: int) -> int:
+        if v < 8:
+            raise ValueError("must be at least 8 tokens. Fix: e.g. 128 (tiny) or 2048 (qwen2.5-1.5b)")
+        return v
+
+    @field_validator("learning_rate")
+    @classmethod
+    def _lr(cls, v: float) -> float:
+        if not (0 < v < 1):
+            raise ValueError("must be between 0 and 1. Fix: e.g. 1e-4")
+        return v
+
+    @field_validator("num_workers", "checkpoint_every", "bench_warmup_steps", "seed")
+    @classmethod
+    def _non_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must not be negative (num_workers: 0 means every GPU / worker slot)")
+        return v
+
+    @field_validator("model_id")
+    @classmethod
+    def _model_id(cls, v: str) -> str:
+        if v and not Path(v).expanduser().is_dir() and "/" in v and not v.startswith(("s3://", "/")):
+            # A hub id would need a download at run time; the tutorial never does that.
+            raise ValueError("looks like a model hub id. The tutorial never downloads weights: leave it "
+                             "empty (random init from model_preset) or give a local directory with config.json")
+        return v
+
+    @model_validator(mode="after")
+    def _bench(self) -> "TrainSettings":
+        if self.bench_warmup_steps >= self.bench_steps:
+            raise ValueError(f"bench_warmup_steps ({self.bench_warmup_steps}) must be smaller than bench_steps "
+                             f"({self.bench_steps}) so that some timed steps remain")
+        return self
+
+
+class NcclSettings(_Group):
+    #: Expected NCCL transport: auto = aws -> efa, local GPUs -> p2p, CPU -> none (gloo).
+    expect: Literal["auto", "efa", "p2p", "socket", "ib", "none"] = "auto"
+    debug: str = "INFO"
+    #: Extra environment for the training workers (NCCL_*, FI_*), passed through runtime_env.
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalSettings(_Group):
+    """The embedded target: a real Ray cluster on this machine."""
+    worker_nodes: int = Field(2, ge=1, le=16)
+    cpus_per_worker_node: int = Field(1, ge=1)
+    #: -1 = split the visible GPUs evenly over the worker nodes; 0 = CPU only.
+    gpus_per_worker_node: int = Field(-1, ge=-1)
+    gcs_port: int = Field(6390, ge=1024, le=65535)
+    dashboard_port: int = Field(8266, ge=1024, le=65535)
+    temp_root: str = "/tmp/raytrain"
+    object_store_mb: int = Field(128, ge=78)
+    auth_mode: Literal["disabled", "token"] = "disabled"
+
+    @model_validator(mode="after")
+    def _ports(self) -> "LocalSettings":
+        if self.gcs_port == self.dashboard_port:
+            raise ValueError("gcs_port and dashboard_port must differ")
+        if len(self.temp_root) > 40:
+            raise ValueError("temp_root is too long: Ray's unix sockets live under it and their paths "
+                             "are limited to 107 bytes. Fix: a short path such as /tmp/raytrain")
+        return self
+
+
+class Settings(_Group):
+    target: Literal["local", "aws"] = "local"
+    run_name: str = "tutorial"
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+    versions: VersionSettings = Field(default_factory=VersionSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    train: TrainSettings = Field(default_factory=TrainSettings)
+    nccl: NcclSettings = Field(default_factory=NcclSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
+
+    @field_validator("run_name")
+    @classmethod
+    def _run_name(cls, v: str) -> str:
+        if not RUN_NAME_RE.match(v or ""):
+            raise ValueError("must be 1-63 characters of letters, digits, '.', '_' and '-'. Fix: e.g. 'tutorial'")
+        return v
+
+    # ---- derived facts -------------------------------------------------------------------
+    def model_config_dict(self) -> dict[str, Any]:
+        return dict(PRESETS[self.train.model_preset])
+
+    def expected_transport(self, gpus: int | None = None) -> str:
+        """What NCCL should use between ranks: efa, p2p, socket, or none (gloo on CPU)."""
+        if self.nccl.expect != "auto":
+            return self.nccl.expect
+        if self.target == "aws":
+            return "efa"
+        if gpus is None:
+            gpus = self.local.gpus_per_worker_node
+        return "p2p" if gpus and gpus > 0 else "none"
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name (what papermill and ``-p`` use)."""
+        out: dict[str, Any] = {}
+        for name, (group, leaf) in FLAT_FIELDS.items():
+            obj = self if group is None else getattr(self, group)
+            out[name] = getattr(obj, leaf)
+        return out
+
+    def public_dict(self) -> dict[str, Any]:
+        return json.loads(self.model_dump_json())
+
+
+def _flat_fields() -> dict[str, tuple[str | None, str]]:
+    out: dict[str, tuple[str | None, str]] = {}
+    for name, info in Settings.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            for leaf in ann.model_fields:
+                assert leaf not in out, f"flat name {leaf} is not unique"
+                out[leaf] = (name, leaf)
+        else:
+            out[name] = (None, name)
+    return out
+
+
+FLAT_FIELDS: dict[str, tuple[str | None, str]] = _flat_fields()
+FLAT_TO_ENV_SH = {v: k for k, v in ENV_SH_NAMES.items()}
+GROUPS = {g for g, _ in FLAT_FIELDS.values() if g is not None}
+
+
+def env_var_name(flat: str) -> str:
+    return ENV_PREFIX + FLAT_TO_ENV_SH.get(flat, flat.upper())
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+def find_env_file(start: str | os.PathLike | None = None) -> Path | None:
+    if os.environ.get(ENV_FILE_VAR):
+        return Path(os.environ[ENV_FILE_VAR]).expanduser().resolve()
+    here = Path(start or os.getcwd()).resolve()
+    for d in [here, *here.parents]:
+        if (d / "env.yaml").is_file():
+            return d / "env.yaml"
+    pkg_root = Path(__file__).resolve().parent.parent
+    if (pkg_root / "env.yaml").is_file():
+        return pkg_root / "env.yaml"
+    return None
+
+
+def _resolve_key(key: str) -> tuple[str | None, str]:
+    """'steps', 'train.steps', 'STEPS' or 'RAYTRAIN_STEPS' -> (group, leaf)."""
+    k = key.strip()
+    if k.upper().startswith(ENV_PREFIX):
+        k = k[len(ENV_PREFIX):]
+    if k in ENV_SH_NAMES:
+        k = ENV_SH_NAMES[k]
+    if "." in k:
+        group, leaf = k.split(".", 1)
+        if group in Settings.model_fields and (group, leaf) in FLAT_FIELDS.values():
+            return group, leaf
+    kl = k.lower()
+    if kl in FLAT_FIELDS:
+        return FLAT_FIELDS[kl]
+    close = [n for n in FLAT_FIELDS if kl[:4] in n] or sorted(FLAT_FIELDS)[:8]
+    raise ConfigError(f"unknown setting {key!r}. Fix: use one of the env.yaml names, e.g. {', '.join(close[:8])} "
+                      f"(run `raytrain-tutorial config` for the full list)")
+
+
+def _coerce_scalar(text: str) -> Any:
+    """Environment and CLI values are strings: read them as YAML scalars (5 -> int, '1e-4' -> float)."""
+    try:
+        v = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(v, str) and re.match(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$", v):
+        return float(v)
+    return v
+
+
+def _coerce_for(group: str | None, leaf: str, raw: str) -> Any:
+    """Strings from the environment or a command line, typed by the field they set (str fields stay str)."""
+    model = Settings if group is None else Settings.model_fields[group].annotation
+    ann = model.model_fields[leaf].annotation
+    if ann is str:
+        return raw
+    return _coerce_scalar(raw)
+
+
+class _Layered:
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.source: dict[tuple[str | None, str], str] = {}
+
+    def set(self, group: str | None, leaf: str, value: Any, source: str) -> None:
+        if group is None:
+            self.data[leaf] = value
+        else:
+            self.data.setdefault(group, {})[leaf] = value
+        self.source[(group, leaf)] = source
+
+    def merge_yaml(self, doc: Mapping[str, Any], source: str) -> None:
+        if not isinstance(doc, Mapping):
+            raise ConfigError(f"{source}: expected a mapping of settings at the top level")
+        for key, value in doc.items():
+            if key in GROUPS and isinstance(value, Mapping):
+                for leaf, v in value.items():
+                    if (key, leaf) not in FLAT_FIELDS.values():
+                        valid = ", ".join(Settings.model_fields[key].annotation.model_fields)
+                        raise ConfigError(f"{source}: unknown setting {key}.{leaf}. Fix: one of {valid}")
+                    self.set(key, leaf, v, f"{source} ({key}.{leaf})")
+            else:
+                group, leaf = _resolve_key(str(key))
+                self.set(group, leaf, value, f"{source} ({key})")
+
+
+def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.PathLike] | tuple = (),
+         environ: Mapping[str, str] | None = None, check_installed_ray: bool = True,
+         **params: Any) -> Settings:
+    """Build the settings from every source (see the module docstring for the precedence)."""
+    layers = _Layered()
+    path = Path(env_file).expanduser() if env_file else find_env_file()
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"env file {path} does not exist. Fix: point {ENV_FILE_VAR} or env_file at "
+                              f"the repository's env.yaml")
+        layers.merge_yaml(_read_yaml(path), path.name)
+    for f in files or ():
+        fp = Path(f).expanduser()
+        if not fp.is_file():
+            raise ConfigError(f"override file {fp} does not exist")
+        layers.merge_yaml(_read_yaml(fp), fp.name)
+    env = os.environ if environ is None else environ
+    for var, raw in sorted(env.items()):
+        if not var.startswith(ENV_PREFIX) or var in RESERVED_ENV:
+            continue
+        group, leaf = _resolve_key(var)
+        layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
+    for key, value in params.items():
+        if value is None:
+            continue
+        group, leaf = _resolve_key(key)
+        if isinstance(value, str):
+            value = _coerce_for(group, leaf, value)
+        layers.set(group, leaf, value, f"parameter ({key})")
+    try:
+        settings = Settings.model_validate(layers.data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, layers, path)) from None
+    if check_installed_ray:
+        _check_ray_version(settings, layers)
+    settings.__dict__["_sources"] = {f"{g}.{l}" if g else l: s for (g, l), s in layers.source.items()}
+    settings.__dict__["_env_file"] = str(path) if path else None
+    return settings
+
+
+def sources(settings: Settings) -> dict[str, str]:
+    """Where each non-default value came from."""
+    return dict(settings.__dict__.get("_sources", {}))
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    return doc
+
+
+def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
+    lines = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"]]
+        msg = e["msg"].removeprefix("Value error, ")
+        if len(loc) == 1 and loc[0] in Settings.model_fields and isinstance(e.get("input"), dict):
+            # a model_validator of a group: the message names the field(s) itself
+            group = loc[0]
+            field = next((f for f in Settings.model_fields[group].annotation.model_fields
+                          if msg.startswith(f)), None)
+            where = layers.source.get((group, field), "default") if field else "env.yaml"
+            lines.append(f"{group}: {msg} [{where}]")
+            continue
+        if len(loc) >= 2 and loc[0] in Settings.model_fields and loc[0] not in ("target", "run_name"):
+            group, leaf = loc[0], loc[1]
+        else:
+            group, leaf = None, loc[0]
+        dotted = f"{group}.{leaf}" if group else leaf
+        envname = FLAT_TO_ENV_SH.get(leaf)
+        label = f"{dotted} ({envname})" if envname else dotted
+        value = e.get("input")
+        where = layers.source.get((group, leaf), "default")
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{label}: unknown setting [{where}]. Fix: remove it or check the spelling")
+        elif e["type"] == "literal_error":
+            lines.append(f"{label} = {value!r} is invalid [{where}]: {msg}")
+        else:
+            lines.append(f"{label} = {value!r} is invalid [{where}]: {msg}")
+    head = f"invalid settings ({path.name if path else 'defaults'}):"
+    return head + "\n  - " + "\n  - ".join(lines)
+
+
+def _check_ray_version(settings: Settings, layers: _Layered) -> None:
+    try:
+        import ray  # noqa: WPS433
+    except ImportError:
+        return
+    installed = ray.__version__
+    if installed != settings.versions.ray_version:
+        where = layers.source.get(("versions", "ray_version"), "default")
+        raise ConfigError(
+            f"versions.ray_version (RAY_VERSION) = {settings.versions.ray_version!r} [{where}] but the installed "
+            f"Ray is {installed}: the client's Ray must equal the image's, or jobs fail in odd ways. "
+            f"Fix: set ray_version: {installed} if the image really runs it, or "
+            f"`pip install ray[train,default]=={settings.versions.ray_version}`")
+
+
+def settings_from(namespace: Mapping[str, Any], **extra: Any) -> Settings:
+    """For notebooks: build settings from the parameters cell's variables (``settings_from(globals())``).
+
+    Every variable whose name is a setting's flat name and whose value is not None overrides env.yaml;
+    ``env_file`` and ``override_files`` name the files to read.
+    """
+    params = {k: v for k, v in namespace.items() if k in FLAT_FIELDS and v is not None}
+    params.update({k: v for k, v in extra.items() if v is not None})
+    files = namespace.get("override_files") or ()
+    if isinstance(files, str):
+        files = [files]
+    return load(namespace.get("env_file") or None, files=files, **params)
+
+
+def dump_yaml(settings: Settings) -> str:
+    return yaml.safe_dump(settings.public_dict(), sort_keys=False)
+
+
+def with_overrides(settings: Settings, **params: Any) -> Settings:
+    """A copy of ``settings`` with some flat-named values replaced (validated)."""
+    data = copy.deepcopy(settings.public_dict())
+    for key, value in params.items():
+        group, leaf = _resolve_key(key)
+        (data if group is None else data[group])[leaf] = value
+    try:
+        new = Settings.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, _Layered(), None)) from None
+    new.__dict__["_sources"] = sources(settings)
+    new.__dict__["_env_file"] = settings.__dict__.get("_env_file")
+    return new

@@ -1,0 +1,106 @@
+"""The Target interface: what every place the tutorial can run on provides.
+
+A target is a module (``targets.local``) or a package (``targets.aws``) that exports the names below, each with
+the signature given here. The steps (one per notebook) call only these names, through
+``targets.for_settings(settings)``, which is the one place that reads ``settings.target``. A new target is a new
+package exporting the same names; ``tests/unit/targets/test_base.py`` checks that every target does.
+
+Every step result (capacity, cluster, devices, RayCluster, teardown) satisfies :class:`StepResult`: an ``ok``
+flag and a ``show()`` that prints plain-text tables (stable for nbval).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.config import Settings
+
+#: The names every target exports (checked by the tests).
+INTERFACE = (
+    "NAME",
+    "where",
+    "capacity",
+    "cluster",
+    "devices",
+    "raycluster",
+    "job_server",
+    "job_defaults",
+    "worker_logs",
+    "infra_criteria",
+    "benchmark_variants",
+    "teardown",
+)
+
+
+class Target(Protocol):
+    """The functions a target exports. Each step module receives one and calls nothing else."""
+
+    #: ``"local"`` or ``"aws"``.
+    NAME: str
+
+    def where(self, settings: Settings) -> str:
+        """One line saying what the run is on (the first line of every notebook)."""
+
+    def capacity(
+        self, settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None
+    ) -> StepResult:
+        """01: is there room for the job (machine resources, or offerings/quotas/placement on AWS)?"""
+
+    def cluster(self, settings: Settings, action: str = "up", *, assume_yes: bool = False) -> StepResult:
+        """02: ``up`` | ``status`` | ``plan`` | ``down``. ``plan`` creates nothing; every action is idempotent."""
+
+    def devices(self, settings: Settings, *, assume_yes: bool = False) -> StepResult:
+        """03: the devices each worker node offers (device plugins on AWS), allocatable, diagnosed if not."""
+
+    def raycluster(self, settings: Settings, *, assume_yes: bool = False) -> StepResult:
+        """04: the RayCluster rendered and ready (the local cluster stands in for it on local)."""
+
+    def job_server(self, settings: Settings) -> contextlib.AbstractContextManager[str]:
+        """05: a context manager yielding the Ray Jobs API address (a port-forward on AWS), closed on exit."""
+
+    def job_defaults(self, settings: Settings) -> JobDefaults:
+        """05: how the job runs here: GPUs or not, where checkpoints go, transport environment."""
+
+    def worker_logs(self, settings: Settings, marker: str) -> dict[str, str]:
+        """06/07: the training workers' own log text for one job (NCCL prints there), by source name."""
+
+    def infra_criteria(self, settings: Settings) -> list[tuple[str, bool | None, str]]:
+        """06: infrastructure rows (name, ok, evidence); ``ok`` None marks a row that does not apply here."""
+
+    def benchmark_variants(self, settings: Settings) -> list[dict[str, Any]]:
+        """07: the transport variants to compare: dicts of label, expect (transport) and env."""
+
+    def teardown(self, settings: Settings, *, assume_yes: bool = False) -> StepResult:
+        """08: remove what the tutorial created, in reverse order, verified by listing what is left."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Shared result types
+# --------------------------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class StepResult(Protocol):
+    """What every step returns: whether it succeeded, and a plain-text report."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def show(self) -> None: ...
+
+
+class JobDefaults:
+    """How the training job runs on a target (see :meth:`Target.job_defaults`)."""
+
+    def __init__(self, *, use_gpu: bool | str, storage_path: str | None, env: dict[str, str] | None = None):
+        #: True / False, or ``"auto"``: the job's driver decides from the cluster's resources.
+        self.use_gpu = use_gpu
+        #: Where Ray Train writes checkpoints (None: the run's own folder on this machine).
+        self.storage_path = storage_path
+        #: Environment variables the target adds for the driver and the workers.
+        self.env = dict(env or {})
+
+    def __repr__(self) -> str:
+        return f"JobDefaults(use_gpu={self.use_gpu!r}, storage_path={self.storage_path!r}, env={self.env!r})"
+
