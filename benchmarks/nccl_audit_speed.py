@@ -3,14 +3,13 @@
     PYTHONPATH=$PWD python benchmarks/nccl_audit_speed.py [--repeat 3]
 
 Each case is a whole run's interleaved NCCL output (init, aws-ofi-nccl, every channel line) from the
-test generator in tests/unit/test_nccl_synth.py, optionally behind Ray driver prefixes. Reports lines/s and
+test generator in tests/unit/nccl/synth.py, optionally behind Ray driver prefixes. Reports lines/s and
 seconds for parse + audit (best of --repeat), and the verdict as a sanity check.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -20,11 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from raytrain_helpers import nccl  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("nccl_synth", ROOT / "tests" / "unit" / "test_nccl_synth.py")
-synth = importlib.util.module_from_spec(_spec)
-sys.modules["nccl_synth"] = synth
-_spec.loader.exec_module(synth)
+from tests.unit.nccl import synth  # noqa: E402
 
 CASES = [
     ("2x4 efa", dict(nodes=2, gpus=4, nchannels=2), False),
@@ -51,9 +46,18 @@ def main() -> int:
             res = nccl.audit(text, expect="efa")
             best = min(best, time.perf_counter() - t0)
         lines = text.count("\n")
-        out.append({"case": name, "ranks": kw["nodes"] * kw["gpus"], "lines": lines, "bytes": len(text.encode()),
-                    "seconds": round(best, 4), "lines_per_s": int(lines / best), "verdict": res.verdict,
-                    "pairs": len(res.world.pairs)})
+        out.append(
+            {
+                "case": name,
+                "ranks": kw["nodes"] * kw["gpus"],
+                "lines": lines,
+                "bytes": len(text.encode()),
+                "seconds": round(best, 4),
+                "lines_per_s": int(lines / best),
+                "verdict": res.verdict,
+                "pairs": len(res.world.pairs),
+            }
+        )
     print(json.dumps({"benchmark": "nccl_audit_speed", "python": sys.version.split()[0], "results": out}, indent=2))
     return 0
 

@@ -54,12 +54,12 @@ NOTEBOOKS = {
         "world size.",
         "probe = False  # aws: create-and-cancel a capacity reservation per candidate AZ\nregions = None  # aws: list of regions to search",
         [
-            ("code", "cap = rt.capacity.check(cfg, probe=probe, assume_yes=assume_yes, regions=regions)\ncap.show()"),
+            ("code", "cap = rt.steps.capacity.check(cfg, probe=probe, assume_yes=assume_yes, regions=regions)\ncap.show()"),
             ("md", "## The seeds' figure\n\nQwen2.5-1.5B in bf16 keeps about **12 GB** of parameters, gradients and "
                    "AdamW state; sharded eight ways (2 × g6.12xlarge, 4 L4 each) that is about **1.5 GB per GPU**. "
                    "This tutorial's job keeps fp32 master weights (bf16 compute), so its sharded state is twice "
                    "that; activations and logits come on top."),
-            ("code", "rt.table(rt.capacity.seed_plan().rows(), [\"Qwen2.5-1.5B over 8 x L4\", \"value\"])"),
+            ("code", "rt.table(rt.steps.capacity.seed_plan().rows(), [\"Qwen2.5-1.5B over 8 x L4\", \"value\"])"),
             ("code", "assert cap.ok, \"capacity check failed: see the problems above\""),
         ]),
     "02_cluster": nb(
@@ -74,10 +74,9 @@ NOTEBOOKS = {
         "action = None  # up | status | plan | down (default: up on local, plan on aws unless assume_yes)",
         [
             ("code", "# NBVAL_IGNORE_OUTPUT\n# progress while the cluster starts (timings differ from run to run)\n"
-                     "act = action or (\"up\" if cfg.target == \"local\" or assume_yes else \"plan\")\n"
-                     "cluster = rt.cluster.step(cfg, act, assume_yes=assume_yes)"),
+                     "cluster = rt.steps.cluster.step(cfg, action, assume_yes=assume_yes)"),
             ("code", "cluster.show()"),
-            ("code", "assert cluster.ok or act in (\"plan\", \"down\"), \"the cluster is not up\""),
+            ("code", "assert cluster.ok or cluster.action in (\"plan\", \"down\", \"stopped\"), \"the cluster is not up\""),
         ]),
     "03_plugins": nb(
         "03 · Devices and device plugins",
@@ -88,7 +87,7 @@ NOTEBOOKS = {
         "GPU node — a healthy Helm release is not evidence.",
         "",
         [
-            ("code", "devices = rt.plugins.step(cfg, assume_yes=assume_yes)\ndevices.show()"),
+            ("code", "devices = rt.steps.plugins.step(cfg, assume_yes=assume_yes)\ndevices.show()"),
             ("code", "assert devices.ok, \"devices are not allocatable on every worker node:\\n\" + \"\\n\".join(devices.diagnosis)"),
         ]),
     "04_kuberay": nb(
@@ -102,7 +101,7 @@ NOTEBOOKS = {
         "server-side apply, and a wait for the head Ready and every worker Running.",
         "",
         [
-            ("code", "kr = rt.kuberay.step(cfg, assume_yes=assume_yes)\nkr.show()"),
+            ("code", "kr = rt.steps.kuberay.step(cfg, assume_yes=assume_yes)\nkr.show()"),
             ("code", "assert kr.ok, \"the RayCluster is not ready:\\n\" + \"\\n\".join(kr.problems + kr.diagnosis)"),
         ]),
     "05_train": nb(
@@ -117,9 +116,9 @@ NOTEBOOKS = {
         "steps = None  # training steps (default: env.yaml)",
         [
             ("code", "# NBVAL_IGNORE_OUTPUT\n# the job's own log, streamed back (timings differ from run to run)\n"
-                     "run = rt.jobs.submit(cfg, steps=steps)"),
+                     "run = rt.steps.train.submit(cfg, steps=steps)"),
             ("code", "run.show()"),
-            ("code", "# NBVAL_IGNORE_OUTPUT\nrt.jobs.plot_loss(run);"),
+            ("code", "# NBVAL_IGNORE_OUTPUT\nrt.steps.train.plot_loss(run);"),
             ("code", "assert run.ok, f\"the job did not succeed: {run.status} {run.result.get('error')}\""),
         ]),
     "06_verify": nb(
@@ -131,7 +130,7 @@ NOTEBOOKS = {
         "workers' own logs. Rows that do not apply to the target say so instead of passing.",
         "",
         [
-            ("code", "v = rt.report.verify_run(cfg)\nv.show()"),
+            ("code", "v = rt.steps.verify.run(cfg)\nv.show()"),
             ("code", "rt.table(v.placement, [\"rank\", \"node\", \"kind\"], title=\"rank placement\")"),
             ("code", "# NBVAL_IGNORE_OUTPUT\nif v.audit is not None:\n    rt.nccl.plot_matrix(v.audit);\n"
                      "else:\n    print(\"no NCCL transport to plot (CPU run, gloo)\")"),
@@ -146,11 +145,11 @@ NOTEBOOKS = {
         "baseline is measured once.",
         "",
         [
-            ("code", "# NBVAL_IGNORE_OUTPUT\nbench = rt.jobs.benchmark(cfg)\n"
+            ("code", "# NBVAL_IGNORE_OUTPUT\nbench = rt.steps.benchmark.run(cfg)\n"
                      "rt.table([(b.label, b.job.status, f\"{b.steps_per_s:.2f}\", f\"{b.tokens_per_s_per_gpu:,.0f}\") "
                      "for b in bench],\n         [\"variant\", \"job\", \"steps/s\", \"tokens/s per worker\"])"),
-            ("code", "cmp = rt.report.compare_benchmark(cfg, bench)\ncmp.show()"),
-            ("code", "# NBVAL_IGNORE_OUTPUT\nrt.jobs.plot_benchmark(bench);"),
+            ("code", "cmp = rt.steps.benchmark.compare(cfg, bench)\ncmp.show()"),
+            ("code", "# NBVAL_IGNORE_OUTPUT\nrt.steps.benchmark.plot(bench);"),
             ("code", "assert all(b.job.ok for b in bench), \"a benchmark job failed\""),
         ]),
     "08_teardown": nb(
@@ -161,7 +160,7 @@ NOTEBOOKS = {
         "cluster — only with `assume_yes=True` (papermill runs never prompt).",
         "",
         [
-            ("code", "gone = rt.cluster.teardown(cfg, assume_yes=assume_yes)\ngone.show()"),
+            ("code", "gone = rt.steps.teardown.run(cfg, assume_yes=assume_yes)\ngone.show()"),
             ("code", "assert gone.ok, getattr(gone, \"refused\", \"\") or \"something is left: see above\""),
         ]),
 }

@@ -1,18 +1,34 @@
 """raytrain-tutorial helpers: everything the notebooks call.
 
-The notebooks stay thin; the logic lives here, where it is tested.
+The notebooks stay thin and read ``rt.steps.<notebook>.<function>(cfg)``; the logic lives in the package's
+layers (core, plan, nccl, clients, targets, steps, cli), where it is tested. Subpackages are imported on first
+use, so the training job (``raytrain_helpers.worker``) loads nothing of the notebook side.
 """
 
-from . import capacity, cluster, config, jobs, report  # noqa: F401
-from .config import ConfigError, Settings, load, settings_from  # noqa: F401
-from .report import describe, table  # noqa: F401
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
+_SUBPACKAGES = ("core", "plan", "nccl", "clients", "targets", "steps", "worker", "cli")
+_NAMES = {
+    "ConfigError": "core.config",
+    "Settings": "core.config",
+    "load": "core.config",
+    "settings_from": "core.config",
+    "table": "core.tables",
+    "describe": "steps.overview",
+}
+
 
 def __getattr__(name: str):
-    """Modules are imported on first use: ``rt.nccl``, ``rt.kuberay``, ``rt.plugins``..."""
-    import importlib
-    if name in ("nccl", "kuberay", "plugins", "k8s", "capacity_aws", "runner", "train", "render", "targets"):
+    """``rt.steps``, ``rt.nccl``...; ``rt.settings_from``, ``rt.describe``, ``rt.table``."""
+    if name in _SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(name)
+    if name in _NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ConfigError", "Settings", "describe", "load", "settings_from", "table", *_SUBPACKAGES]

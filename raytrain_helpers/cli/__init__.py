@@ -13,27 +13,9 @@ import sys
 from typing import Any, Sequence
 
 from ..core.config import ConfigError
+from .args import add_settings_args, settings_from_args  # noqa: F401  (transition: cli modules import from .args)
 
 COMMAND_MODULES = ("run", "config", "local", "nccl", "aws", "kube")
-
-
-def add_settings_args(p: argparse.ArgumentParser) -> None:
-    """The common way every command takes settings: env file, override files, -p NAME VALUE."""
-    p.add_argument("--env-file", default=None, help="the variables file (default: env.yaml found upwards)")
-    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML",
-                   help="an override file (repeatable; later files win)")
-    p.add_argument("-p", "--param", dest="params", action="append", nargs=2, default=[],
-                   metavar=("NAME", "VALUE"), help="override one setting by its env.yaml name (repeatable)")
-    p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
-
-
-def settings_from_args(args: argparse.Namespace, **extra: Any):
-    from ..core.config import load
-    params = {k: v for k, v in (args.params or [])}
-    if getattr(args, "target", None):
-        params["target"] = args.target
-    params.update({k: v for k, v in extra.items() if v is not None})
-    return load(args.env_file, files=args.files, **params)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,8 +1,133 @@
-"""Transition: delegates to the old modules."""
-from .. import kuberay, plugins, render
+"""``raytrain-tutorial plugins|kuberay|render``: the device plugins (notebook 03), the KubeRay operator and the
+RayCluster (notebook 04), and every Kubernetes manifest rendered from env.yaml."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..plan.manifests import render_all, write_all
+from ..plan.render import to_yaml
+from ..targets import for_settings, local_standin
+from ..targets.aws import kuberay as aws_kuberay
+from ..targets.aws import plugins as aws_plugins
+from .args import add_settings_args, settings_from_args
+
+ACTIONS = ("up", "status", "down")
 
 
-def register(sub):
-    kuberay.register_cli(sub)
-    plugins.register_cli(sub)
-    render.register_cli(sub)
+def register(sub) -> None:
+    """Add the ``kuberay``, ``plugins`` and ``render`` commands."""
+    _register_kuberay(sub)
+    _register_plugins(sub)
+    _register_render(sub)
+
+
+def _on_local(settings) -> bool:
+    return for_settings(settings).NAME == "local"
+
+
+# --------------------------------------------------------------------------------------------
+# plugins up|status|down
+# --------------------------------------------------------------------------------------------
+
+
+def _register_plugins(sub) -> None:
+    parser = sub.add_parser("plugins", help="NVIDIA + EFA device plugins (notebook 03): up, status, down")
+    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument("--yes", action="store_true", help="allow the destructive action (down)")
+    parser.add_argument("--timeout", type=float, default=600)
+    add_settings_args(parser)
+    parser.set_defaults(func=plugins_command)
+
+
+def plugins_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if _on_local(settings):
+        actions = {
+            "up": lambda: local_standin.devices(settings),
+            "status": lambda: local_standin.devices_status(settings),
+            "down": lambda: local_standin.devices_teardown(settings),
+        }
+    else:
+        actions = {
+            "up": lambda: aws_plugins.devices(settings, timeout_s=args.timeout),
+            "status": lambda: aws_plugins.status(settings),
+            "down": lambda: aws_plugins.teardown(settings, assume_yes=args.yes),
+        }
+    result = actions[args.action]()
+    result.show()
+    return 0 if result.ok else 1
+
+
+# --------------------------------------------------------------------------------------------
+# kuberay up|status|down
+# --------------------------------------------------------------------------------------------
+
+
+def _register_kuberay(sub) -> None:
+    parser = sub.add_parser("kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down")
+    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument(
+        "--yes", action="store_true", help="allow destructive actions (down, replacing a changed cluster)"
+    )
+    parser.add_argument("--timeout", type=float, default=900)
+    add_settings_args(parser)
+    parser.set_defaults(func=kuberay_command)
+
+
+def kuberay_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if _on_local(settings):
+        actions = {
+            "up": lambda: local_standin.raycluster(settings, assume_yes=args.yes),
+            "status": lambda: local_standin.raycluster_status(settings),
+            "down": lambda: local_standin.raycluster_teardown(settings),
+        }
+    else:
+        actions = {
+            "up": lambda: aws_kuberay.raycluster(settings, assume_yes=args.yes, timeout_s=args.timeout),
+            "status": lambda: aws_kuberay.status(settings),
+            "down": lambda: aws_kuberay.teardown(settings, assume_yes=args.yes),
+        }
+    result = actions[args.action]()
+    result.show()
+    return 0 if result.ok else 1
+
+
+# --------------------------------------------------------------------------------------------
+# render
+# --------------------------------------------------------------------------------------------
+
+
+def _register_render(sub) -> None:
+    parser = sub.add_parser(
+        "render",
+        help="render every Kubernetes manifest (device plugins, KubeRay operator, RayCluster, RayJob) from env.yaml",
+    )
+    add_settings_args(parser)
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write one YAML file per object into DIR (kubectl apply -f DIR); default: print to stdout",
+    )
+    parser.add_argument("--no-alternatives", action="store_true", help="leave out the RayJob alternative")
+    parser.set_defaults(func=render_command)
+
+
+def render_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    include = not args.no_alternatives
+    if args.out:
+        paths = write_all(settings, args.out, include_alternatives=include)
+        for path in paths:
+            print(path)
+        print(f"{len(paths)} manifest(s) written to {args.out} (apply with: kubectl apply --server-side -f {args.out})")
+        return 0
+    for name, obj in render_all(settings, include_alternatives=include):
+        print(f"---\n# file: {name}")
+        print(to_yaml(obj), end="")
+    return 0
+
+
+__all__ = ["ACTIONS", "kuberay_command", "plugins_command", "register", "render_command"]

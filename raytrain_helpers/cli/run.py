@@ -1,6 +1,82 @@
-"""Transition: delegates to the old module."""
-from .. import runner as _m
+"""``raytrain-tutorial run`` (the notebooks in order, through papermill) and ``down`` (tear everything down)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from .. import cluster
+from ..core.config import coerce_scalar, load
+from .args import add_settings_args, settings_from_args
+from .runner import list_notebooks, run_notebooks
 
 
-def register(sub):
-    _m.register_cli(sub)
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``run`` and ``down`` commands."""
+    p = sub.add_parser("run", help="execute the tutorial notebooks in order (papermill) into runs/<run_name>/")
+    add_settings_args(p)
+    p.add_argument("--run-name", default=None, help="names runs/<run_name>/ (default: env.yaml run_name)")
+    p.add_argument("--only", action="append", default=None, metavar="NB", help="run only notebooks starting with NB")
+    p.add_argument("--from", dest="start_from", default=None, metavar="NB", help="start at notebook NB")
+    p.add_argument("--force", action="store_true", help="re-run finished notebooks too")
+    p.add_argument("--kernel", default="python3")
+    p.add_argument("--log-output", action="store_true", help="stream the notebooks' output while they run")
+    p.add_argument("--list", action="store_true", help="list the notebooks and their parameters, run nothing")
+    p.set_defaults(func=_cli_run)
+
+    d = sub.add_parser(
+        "down",
+        help="tear everything down: the local Ray cluster, or on aws the RayCluster, "
+        "operator, plugins, node group and cluster in reverse order (needs --yes)",
+    )
+    add_settings_args(d)
+    d.add_argument("--yes", action="store_true", help="aws: confirm the deletion (never prompts)")
+    d.set_defaults(func=_cli_down)
+
+
+def _cli_run(args: argparse.Namespace) -> int:
+    params = {k: v for k, v in (args.params or [])}
+    if args.run_name:
+        params["run_name"] = args.run_name
+    if args.target:
+        params["target"] = args.target
+    settings = load(args.env_file, files=args.files, **params)  # fail fast on bad values
+    if args.list:
+        _print_notebook_parameters()
+        return 0
+    t0 = time.time()
+    typed = {k: _typed(v) for k, v in params.items()}
+    results = run_notebooks(
+        settings,
+        params=typed,
+        env_file=args.env_file,
+        files=args.files,
+        only=args.only,
+        start_from=args.start_from,
+        force=args.force,
+        kernel=args.kernel,
+        stream_output=args.log_output,
+    )
+    bad = [r for r in results if r.status == "failed"]
+    print(f"total {time.time() - t0:.0f} s; " + ("FAILED at " + bad[0].name if bad else "all notebooks succeeded"))
+    return 1 if bad else 0
+
+
+def _print_notebook_parameters() -> None:
+    import papermill as pm
+
+    for nb in list_notebooks():
+        ps = pm.inspect_notebook(str(nb))
+        print(f"{nb.stem}: " + ", ".join(f"{k}={v['default']}" for k, v in ps.items()))
+
+
+def _typed(v: Any) -> Any:
+    return coerce_scalar(v) if isinstance(v, str) else v
+
+
+def _cli_down(args: argparse.Namespace) -> int:
+    s = settings_from_args(args)
+    result = cluster.teardown(s, assume_yes=bool(getattr(args, "yes", False)))
+    result.show()
+    return 0 if result.ok else 1

@@ -21,8 +21,10 @@ import copy
 import json
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -38,34 +40,48 @@ RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RA
 
 #: Model presets: Qwen2 configs built with random weights (no download).
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(
-        vocab_size=1024, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-        max_position_embeddings=4096, rope_theta=10000.0, rms_norm_eps=1e-6,
-    ),
+    "tiny": {
+        "vocab_size": 1024,
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+    },
     # The exact shape of Qwen/Qwen2.5-1.5B (config.json of the public release).
-    "qwen2.5-1.5b": dict(
-        vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-        num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True,
-        max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
-    ),
+    "qwen2.5-1.5b": {
+        "vocab_size": 151936,
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+    },
 }
 
 #: GPU instance types the tutorial knows offline. 01_capacity re-checks against
 #: ``ec2:DescribeInstanceTypes`` on the aws target. gpu_mem_gib is per GPU.
 INSTANCE_TYPES: dict[str, dict[str, Any]] = {
-    "g5.12xlarge": dict(gpus=4, gpu_model="A10G", gpu_mem_gib=24, vcpus=48, mem_gib=192, efa=1),
-    "g5.48xlarge": dict(gpus=8, gpu_model="A10G", gpu_mem_gib=24, vcpus=192, mem_gib=768, efa=1),
-    "g6.12xlarge": dict(gpus=4, gpu_model="L4", gpu_mem_gib=24, vcpus=48, mem_gib=192, efa=1),
-    "g6.24xlarge": dict(gpus=4, gpu_model="L4", gpu_mem_gib=24, vcpus=96, mem_gib=384, efa=1),
-    "g6.48xlarge": dict(gpus=8, gpu_model="L4", gpu_mem_gib=24, vcpus=192, mem_gib=768, efa=1),
-    "g6e.12xlarge": dict(gpus=4, gpu_model="L40S", gpu_mem_gib=48, vcpus=48, mem_gib=384, efa=1),
-    "g6e.48xlarge": dict(gpus=8, gpu_model="L40S", gpu_mem_gib=48, vcpus=192, mem_gib=1536, efa=4),
-    "p4d.24xlarge": dict(gpus=8, gpu_model="A100", gpu_mem_gib=40, vcpus=96, mem_gib=1152, efa=4),
-    "p4de.24xlarge": dict(gpus=8, gpu_model="A100", gpu_mem_gib=80, vcpus=96, mem_gib=1152, efa=4),
-    "p5.48xlarge": dict(gpus=8, gpu_model="H100", gpu_mem_gib=80, vcpus=192, mem_gib=2048, efa=32),
-    "p5e.48xlarge": dict(gpus=8, gpu_model="H200", gpu_mem_gib=141, vcpus=192, mem_gib=2048, efa=32),
-    "p5en.48xlarge": dict(gpus=8, gpu_model="H200", gpu_mem_gib=141, vcpus=192, mem_gib=2048, efa=16),
+    "g5.12xlarge": {"gpus": 4, "gpu_model": "A10G", "gpu_mem_gib": 24, "vcpus": 48, "mem_gib": 192, "efa": 1},
+    "g5.48xlarge": {"gpus": 8, "gpu_model": "A10G", "gpu_mem_gib": 24, "vcpus": 192, "mem_gib": 768, "efa": 1},
+    "g6.12xlarge": {"gpus": 4, "gpu_model": "L4", "gpu_mem_gib": 24, "vcpus": 48, "mem_gib": 192, "efa": 1},
+    "g6.24xlarge": {"gpus": 4, "gpu_model": "L4", "gpu_mem_gib": 24, "vcpus": 96, "mem_gib": 384, "efa": 1},
+    "g6.48xlarge": {"gpus": 8, "gpu_model": "L4", "gpu_mem_gib": 24, "vcpus": 192, "mem_gib": 768, "efa": 1},
+    "g6e.12xlarge": {"gpus": 4, "gpu_model": "L40S", "gpu_mem_gib": 48, "vcpus": 48, "mem_gib": 384, "efa": 1},
+    "g6e.48xlarge": {"gpus": 8, "gpu_model": "L40S", "gpu_mem_gib": 48, "vcpus": 192, "mem_gib": 1536, "efa": 4},
+    "p4d.24xlarge": {"gpus": 8, "gpu_model": "A100", "gpu_mem_gib": 40, "vcpus": 96, "mem_gib": 1152, "efa": 4},
+    "p4de.24xlarge": {"gpus": 8, "gpu_model": "A100", "gpu_mem_gib": 80, "vcpus": 96, "mem_gib": 1152, "efa": 4},
+    "p5.48xlarge": {"gpus": 8, "gpu_model": "H100", "gpu_mem_gib": 80, "vcpus": 192, "mem_gib": 2048, "efa": 32},
+    "p5e.48xlarge": {"gpus": 8, "gpu_model": "H200", "gpu_mem_gib": 141, "vcpus": 192, "mem_gib": 2048, "efa": 32},
+    "p5en.48xlarge": {"gpus": 8, "gpu_model": "H200", "gpu_mem_gib": 141, "vcpus": 192, "mem_gib": 2048, "efa": 16},
 }
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -75,18 +91,32 @@ RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 #: env.sh names of the reference sample -> flat field names.
 ENV_SH_NAMES: dict[str, str] = {
-    "CLUSTER_NAME": "cluster_name", "REGION": "region", "K8S_VERSION": "k8s_version",
-    "NODE_AMI_FAMILY": "node_ami_family", "SYSTEM_NODE_TYPE": "system_node_type",
-    "SYSTEM_NODE_COUNT": "system_node_count", "GPU_NODE_TYPE": "gpu_node_type",
-    "GPU_NODE_COUNT": "gpu_node_count", "GPUS_PER_NODE": "gpus_per_node",
-    "GPU_NODEGROUP_NAME": "gpu_nodegroup_name", "GPU_AZ": "gpu_az",
-    "CAPACITY_RESERVATION_ID": "capacity_reservation_id", "DLC_IMAGE": "dlc_image",
-    "KUBERAY_VERSION": "kuberay_version", "RAY_VERSION": "ray_version",
+    "CLUSTER_NAME": "cluster_name",
+    "REGION": "region",
+    "K8S_VERSION": "k8s_version",
+    "NODE_AMI_FAMILY": "node_ami_family",
+    "SYSTEM_NODE_TYPE": "system_node_type",
+    "SYSTEM_NODE_COUNT": "system_node_count",
+    "GPU_NODE_TYPE": "gpu_node_type",
+    "GPU_NODE_COUNT": "gpu_node_count",
+    "GPUS_PER_NODE": "gpus_per_node",
+    "GPU_NODEGROUP_NAME": "gpu_nodegroup_name",
+    "GPU_AZ": "gpu_az",
+    "CAPACITY_RESERVATION_ID": "capacity_reservation_id",
+    "DLC_IMAGE": "dlc_image",
+    "KUBERAY_VERSION": "kuberay_version",
+    "RAY_VERSION": "ray_version",
     "NVIDIA_DEVICE_PLUGIN_VERSION": "nvidia_device_plugin_version",
-    "EFA_DEVICE_PLUGIN_VERSION": "efa_device_plugin_version", "NAMESPACE": "namespace",
-    "RAY_CLUSTER_NAME": "ray_cluster_name", "MODEL_ID": "model_id", "STEPS": "steps",
-    "SEQ_LEN": "seq_len", "BATCH_SIZE": "batch_size", "LEARNING_RATE": "learning_rate",
-    "NUM_WORKERS": "num_workers", "BENCH_STEPS": "bench_steps",
+    "EFA_DEVICE_PLUGIN_VERSION": "efa_device_plugin_version",
+    "NAMESPACE": "namespace",
+    "RAY_CLUSTER_NAME": "ray_cluster_name",
+    "MODEL_ID": "model_id",
+    "STEPS": "steps",
+    "SEQ_LEN": "seq_len",
+    "BATCH_SIZE": "batch_size",
+    "LEARNING_RATE": "learning_rate",
+    "NUM_WORKERS": "num_workers",
+    "BENCH_STEPS": "bench_steps",
     "BENCH_WARMUP_STEPS": "bench_warmup_steps",
 }
 
@@ -104,6 +134,7 @@ def _dns_label(field: str, max_len: int = 63):
                 f"Fix: e.g. {_suggest_dns(v, max_len)!r}"
             )
         return v
+
     return check
 
 
@@ -116,31 +147,51 @@ def _suggest_dns(v: Any, max_len: int) -> str:
 # The settings groups
 # --------------------------------------------------------------------------------------------
 
+
 class _Group(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # use_attribute_docstrings: the docstring under each field becomes its description (`config --names`,
+    # `config --markdown` and the README's settings table are generated from them).
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
 
 class AwsSettings(_Group):
     """The reference architecture on Amazon EKS."""
+
     cluster_name: str = "raytrain-tutorial"
+    """EKS cluster name: starts with a letter, then letters, digits and '-', at most 100 characters."""
     region: str = "us-west-2"
+    """AWS region of the cluster, e.g. `us-west-2`."""
     k8s_version: str = "1.33"
+    """Kubernetes minor version of the EKS cluster, e.g. `1.33` (quote it in YAML)."""
     node_ami_family: str = "AmazonLinux2023"
+    """AMI family of every node group (eksctl's `amiFamily`)."""
     system_node_type: str = "m7i.xlarge"
+    """Instance type of the system node group, which runs the KubeRay operator and the Ray head (no GPUs)."""
     system_node_count: int = Field(1, ge=1)
+    """Number of system nodes (at least 1)."""
     gpu_node_type: str = "g6.12xlarge"
+    """EFA-capable GPU instance type of the worker nodes (g5, g6, g6e, p4d, p4de, p5, p5e or p5en sizes the
+    tutorial knows offline; a bad value lists them). g6.12xlarge: 4 x NVIDIA L4, 1 EFA interface."""
     gpu_node_count: int = Field(2, ge=1)
+    """Number of GPU worker nodes (at least 1)."""
     gpus_per_node: int = Field(4, ge=1)
+    """GPUs per GPU node: must equal the GPU count of `gpu_node_type`."""
     gpu_nodegroup_name: str = "gpu-efa"
+    """Name of the GPU node group (DNS-1123 label, at most 63 characters)."""
     gpu_az: str = ""
+    """Availability zone of the GPU nodes, inside `region` (e.g. `us-west-2a`); empty = the zone 01_capacity
+    recommends."""
     capacity_reservation_id: str = ""
+    """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
 
     @field_validator("cluster_name")
     @classmethod
     def _cluster_name(cls, v: str) -> str:
         if not re.match(r"^[A-Za-z][A-Za-z0-9-]{0,99}$", v or ""):
-            raise ValueError("must start with a letter and hold only letters, digits and '-' "
-                             "(EKS cluster names, at most 100 characters). Fix: e.g. 'raytrain-tutorial'")
+            raise ValueError(
+                "must start with a letter and hold only letters, digits and '-' "
+                "(EKS cluster names, at most 100 characters). Fix: e.g. 'raytrain-tutorial'"
+            )
         return v
 
     _ng = field_validator("gpu_nodegroup_name")(classmethod(lambda cls, v: _dns_label("gpu_nodegroup_name")(v)))
@@ -168,39 +219,52 @@ class AwsSettings(_Group):
         return v
 
     @model_validator(mode="after")
-    def _cross(self) -> "AwsSettings":
+    def _cross(self) -> AwsSettings:
         known = INSTANCE_TYPES.get(self.gpu_node_type)
         if known is None:
             raise ValueError(
                 f"gpu_node_type {self.gpu_node_type!r} is not a known EFA-capable GPU instance type. "
-                f"Fix: use one of {', '.join(sorted(INSTANCE_TYPES))}")
+                f"Fix: use one of {', '.join(sorted(INSTANCE_TYPES))}"
+            )
         if self.gpus_per_node != known["gpus"]:
             same = sorted(k for k, v in INSTANCE_TYPES.items() if v["gpus"] == self.gpus_per_node)
             raise ValueError(
                 f"gpus_per_node = {self.gpus_per_node} but {self.gpu_node_type} has {known['gpus']} GPUs. "
                 f"Fix: set gpus_per_node: {known['gpus']}"
-                + (f", or choose a type with {self.gpus_per_node} GPUs ({', '.join(same)})" if same else ""))
+                + (f", or choose a type with {self.gpus_per_node} GPUs ({', '.join(same)})" if same else "")
+            )
         if self.gpu_az and not self.gpu_az.startswith(self.region):
-            raise ValueError(f"gpu_az {self.gpu_az!r} is not in region {self.region!r}. "
-                             f"Fix: leave gpu_az empty (01_capacity picks one) or use e.g. '{self.region}a'")
+            raise ValueError(
+                f"gpu_az {self.gpu_az!r} is not in region {self.region!r}. "
+                f"Fix: leave gpu_az empty (01_capacity picks one) or use e.g. '{self.region}a'"
+            )
         return self
 
 
 class VersionSettings(_Group):
     """What the Ray Train DLC contains and the cluster pieces pinned to it."""
+
     dlc_image: str = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+    """The Ray Train DLC image of the head and the workers (one tag for both); an explicit tag, never
+    `latest`."""
     ray_version: str = "2.58.0"
+    """Ray version the image carries (x.y.z); must equal the installed client's Ray (checked at load)."""
     kuberay_version: str = "1.4.0"
+    """KubeRay operator Helm chart version (x.y.z, no leading `v`)."""
     nvidia_device_plugin_version: str = "0.20.0"
+    """NVIDIA device plugin Helm chart version (x.y.z, no leading `v`)."""
     efa_device_plugin_version: str = "v0.5.32"
+    """EFA device plugin Helm chart version, with the leading `v` as the chart tags it (e.g. `v0.5.32`)."""
 
     @field_validator("dlc_image")
     @classmethod
     def _image(cls, v: str) -> str:
         m = re.match(r"^[a-z0-9.\-/_:]+:([A-Za-z0-9_.\-]+)$", v or "")
         if not m or m.group(1) == "latest":
-            raise ValueError("must be an image reference with an explicit tag other than 'latest'. "
-                             "Fix: public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1")
+            raise ValueError(
+                "must be an image reference with an explicit tag other than 'latest'. "
+                "Fix: public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+            )
         return v
 
     @field_validator("ray_version", "kuberay_version", "nvidia_device_plugin_version")
@@ -221,29 +285,54 @@ class VersionSettings(_Group):
 
 
 class KubernetesSettings(_Group):
+    """Names inside the Kubernetes cluster."""
+
     namespace: str = "ray-train"
+    """Namespace of the RayCluster and its jobs (DNS-1123 label, at most 63 characters)."""
     ray_cluster_name: str = "raytrain"
+    """Name of the RayCluster (DNS-1123 label, at most 40 characters: KubeRay derives pod and service names
+    from it and appends suffixes)."""
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label("namespace")(v)))
-    # KubeRay derives pod and service names from it and appends suffixes: keep it short.
     _rc = field_validator("ray_cluster_name")(classmethod(lambda cls, v: _dns_label("ray_cluster_name", 40)(v)))
 
 
 class TrainSettings(_Group):
+    """The training job: model, data shape, optimizer, checkpoints and the benchmark."""
+
     model_preset: str = "tiny"
+    """Model shape, built with random weights (no download): `tiny` (CPU, seconds) or `qwen2.5-1.5b` (the
+    exact Qwen2.5-1.5B shape, GPUs)."""
     model_id: str = ""
+    """A local directory with `config.json` to take the model shape from; empty = the shape of
+    `model_preset`. Never a model hub id: weights are never downloaded."""
     steps: int = 8
+    """Training steps (at least 1)."""
     seq_len: int = 128
+    """Tokens per sequence (at least 8), e.g. 128 for `tiny`, 2048 for `qwen2.5-1.5b`."""
     batch_size: int = 2
+    """Sequences per worker per step (at least 1)."""
     learning_rate: float = 1e-4
+    """AdamW learning rate, between 0 and 1 (exclusive)."""
     num_workers: int = 0
+    """Ray Train workers (ranks); 0 = every GPU (or every worker slot on CPU)."""
     checkpoint_every: int = 4
+    """Write a sharded checkpoint every K steps and at the end; 0 = only at the end."""
     seed: int = 0
+    """Random seed of the initial weights and the synthetic tokens (0 or more)."""
     bench_steps: int = 8
+    """Steps of each benchmark run (at least 1, more than `bench_warmup_steps`)."""
     bench_warmup_steps: int = 2
+    """Leading benchmark steps left out of the timings (0 or more, fewer than `bench_steps`)."""
     storage_path: str = ""
+    """Where the run's checkpoints go; empty = `runs/<run_name>/storage` on local. The aws target needs storage
+    every worker pod can reach: `s3://bucket/prefix`."""
     extra_pip: list[str] = Field(default_factory=list)
+    """Extra pip packages for the job, installed through the Ray runtime_env only (never a new image); empty =
+    none."""
     precision: Literal["auto", "bf16", "fp32"] = "auto"
+    """`auto` or `bf16` = bf16 compute with fp32 master weights on GPU (fp32 on CPU); `fp32` = fp32
+    everywhere."""
 
     @field_validator("model_preset")
     @classmethod
@@ -285,57 +374,89 @@ class TrainSettings(_Group):
     def _model_id(cls, v: str) -> str:
         if v and not Path(v).expanduser().is_dir() and "/" in v and not v.startswith(("s3://", "/")):
             # A hub id would need a download at run time; the tutorial never does that.
-            raise ValueError("looks like a model hub id. The tutorial never downloads weights: leave it "
-                             "empty (random init from model_preset) or give a local directory with config.json")
+            raise ValueError(
+                "looks like a model hub id. The tutorial never downloads weights: leave it "
+                "empty (random init from model_preset) or give a local directory with config.json"
+            )
         return v
 
     @model_validator(mode="after")
-    def _bench(self) -> "TrainSettings":
+    def _bench(self) -> TrainSettings:
         if self.bench_warmup_steps >= self.bench_steps:
-            raise ValueError(f"bench_warmup_steps ({self.bench_warmup_steps}) must be smaller than bench_steps "
-                             f"({self.bench_steps}) so that some timed steps remain")
+            raise ValueError(
+                f"bench_warmup_steps ({self.bench_warmup_steps}) must be smaller than bench_steps "
+                f"({self.bench_steps}) so that some timed steps remain"
+            )
         return self
 
 
 class NcclSettings(_Group):
-    #: Expected NCCL transport: auto = aws -> efa, local GPUs -> p2p, CPU -> none (gloo).
+    """Collective communication: the transport the audit expects and the workers' NCCL environment."""
+
     expect: Literal["auto", "efa", "p2p", "socket", "ib", "none"] = "auto"
+    """Expected NCCL transport between ranks: `auto` = efa on aws, p2p on local GPUs, none (gloo) on CPU; or
+    one of `efa`, `p2p`, `socket`, `ib`, `none`."""
     debug: str = "INFO"
-    #: Extra environment for the training workers (NCCL_*, FI_*), passed through runtime_env.
+    """`NCCL_DEBUG` for the workers (`INFO` writes the lines the transport audit reads)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the training workers (`NCCL_*`, `FI_*`), passed through the runtime_env; empty =
+    none."""
 
 
 class LocalSettings(_Group):
     """The embedded target: a real Ray cluster on this machine."""
+
     worker_nodes: int = Field(2, ge=1, le=16)
+    """Worker raylets standing in for GPU nodes (1-16); the head raylet takes no training work."""
     cpus_per_worker_node: int = Field(1, ge=1)
-    #: -1 = split the visible GPUs evenly over the worker nodes; 0 = CPU only.
+    """CPUs of each worker raylet (at least 1); without GPUs, also its training worker slots."""
     gpus_per_worker_node: int = Field(-1, ge=-1)
+    """GPUs of each worker raylet: -1 = split the visible GPUs evenly over the worker nodes; 0 = CPU only."""
     gcs_port: int = Field(6390, ge=1024, le=65535)
+    """Port of the head's GCS on 127.0.0.1 (1024-65535, different from `dashboard_port`)."""
     dashboard_port: int = Field(8266, ge=1024, le=65535)
+    """Port of the Ray dashboard and Jobs API on 127.0.0.1 (1024-65535)."""
     temp_root: str = "/tmp/raytrain"
+    """Root of the raylets' temporary folders; at most 40 characters (Ray's unix socket paths under it are
+    limited to 107 bytes)."""
     object_store_mb: int = Field(128, ge=78)
+    """Object store of each raylet in MiB (at least 78)."""
     auth_mode: Literal["disabled", "token"] = "disabled"
+    """Ray token authentication: `disabled`, or `token` (one token file shared by every process of the
+    cluster and the notebook kernel)."""
 
     @model_validator(mode="after")
-    def _ports(self) -> "LocalSettings":
+    def _ports(self) -> LocalSettings:
         if self.gcs_port == self.dashboard_port:
             raise ValueError("gcs_port and dashboard_port must differ")
         if len(self.temp_root) > 40:
-            raise ValueError("temp_root is too long: Ray's unix sockets live under it and their paths "
-                             "are limited to 107 bytes. Fix: a short path such as /tmp/raytrain")
+            raise ValueError(
+                "temp_root is too long: Ray's unix sockets live under it and their paths "
+                "are limited to 107 bytes. Fix: a short path such as /tmp/raytrain"
+            )
         return self
 
 
 class Settings(_Group):
+    """Every setting of the tutorial, grouped as in env.yaml."""
+
     target: Literal["local", "aws"] = "local"
+    """Where the tutorial runs: `local` (a real Ray cluster on this machine) or `aws` (EKS with KubeRay)."""
     run_name: str = "tutorial"
+    """Names `runs/<run_name>/`, the Ray Train run and its checkpoints (1-63 letters, digits, '.', '_', '-');
+    the same name again resumes from the latest checkpoint."""
     aws: AwsSettings = Field(default_factory=AwsSettings)
+    """The reference architecture on Amazon EKS (the aws target)."""
     versions: VersionSettings = Field(default_factory=VersionSettings)
+    """The Ray Train DLC image and the cluster pieces pinned to it."""
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    """Names inside the Kubernetes cluster."""
     train: TrainSettings = Field(default_factory=TrainSettings)
+    """The training job: model, data shape, optimizer, checkpoints and the benchmark."""
     nccl: NcclSettings = Field(default_factory=NcclSettings)
+    """The NCCL transport the audit expects and the workers' NCCL environment."""
     local: LocalSettings = Field(default_factory=LocalSettings)
+    """The local target: a real Ray cluster on this machine."""
 
     @field_validator("run_name")
     @classmethod
@@ -389,12 +510,56 @@ GROUPS = {g for g, _ in FLAT_FIELDS.values() if g is not None}
 
 
 def env_var_name(flat: str) -> str:
+    """The environment variable that sets a setting: ``RAYTRAIN_`` + its env.sh name or its upper-cased name."""
     return ENV_PREFIX + FLAT_TO_ENV_SH.get(flat, flat.upper())
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """One setting as the documentation shows it (``raytrain-tutorial config --names`` / ``--markdown``)."""
+
+    flat: str
+    dotted: str
+    #: the reference sample's env.sh name; empty when env.sh has no such variable
+    env_sh: str
+    type: str
+    default: Any
+    #: the field's docstring, on one line
+    description: str
+
+
+def _type_name(annotation: Any) -> str:
+    """A field's type as a reader writes it: ``int``, ``list[str]``, ``auto | bf16 | fp32``."""
+    if get_origin(annotation) is Literal:
+        return " | ".join(str(a) for a in get_args(annotation))
+    if isinstance(annotation, type) and not get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def field_docs() -> list[FieldDoc]:
+    """Every setting, in env.yaml order, with its type, default and docstring."""
+    out = []
+    for flat, (group, leaf) in FLAT_FIELDS.items():
+        model = Settings if group is None else Settings.model_fields[group].annotation
+        info = model.model_fields[leaf]
+        out.append(
+            FieldDoc(
+                flat=flat,
+                dotted=f"{group}.{leaf}" if group else leaf,
+                env_sh=FLAT_TO_ENV_SH.get(flat, ""),
+                type=_type_name(info.annotation),
+                default=info.get_default(call_default_factory=True),
+                description=" ".join((info.description or "").split()),
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
+
 
 def find_env_file(start: str | os.PathLike | None = None) -> Path | None:
     if os.environ.get(ENV_FILE_VAR):
@@ -409,11 +574,11 @@ def find_env_file(start: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def _resolve_key(key: str) -> tuple[str | None, str]:
+def resolve_key(key: str) -> tuple[str | None, str]:
     """'steps', 'train.steps', 'STEPS' or 'RAYTRAIN_STEPS' -> (group, leaf)."""
     k = key.strip()
     if k.upper().startswith(ENV_PREFIX):
-        k = k[len(ENV_PREFIX):]
+        k = k[len(ENV_PREFIX) :]
     if k in ENV_SH_NAMES:
         k = ENV_SH_NAMES[k]
     if "." in k:
@@ -424,11 +589,13 @@ def _resolve_key(key: str) -> tuple[str | None, str]:
     if kl in FLAT_FIELDS:
         return FLAT_FIELDS[kl]
     close = [n for n in FLAT_FIELDS if kl[:4] in n] or sorted(FLAT_FIELDS)[:8]
-    raise ConfigError(f"unknown setting {key!r}. Fix: use one of the env.yaml names, e.g. {', '.join(close[:8])} "
-                      f"(run `raytrain-tutorial config` for the full list)")
+    raise ConfigError(
+        f"unknown setting {key!r}. Fix: use one of the env.yaml names, e.g. {', '.join(close[:8])} "
+        f"(run `raytrain-tutorial config` for the full list)"
+    )
 
 
-def _coerce_scalar(text: str) -> Any:
+def coerce_scalar(text: str) -> Any:
     """Environment and CLI values are strings: read them as YAML scalars (5 -> int, '1e-4' -> float)."""
     try:
         v = yaml.safe_load(text)
@@ -445,7 +612,7 @@ def _coerce_for(group: str | None, leaf: str, raw: str) -> Any:
     ann = model.model_fields[leaf].annotation
     if ann is str:
         return raw
-    return _coerce_scalar(raw)
+    return coerce_scalar(raw)
 
 
 class _Layered:
@@ -471,20 +638,26 @@ class _Layered:
                         raise ConfigError(f"{source}: unknown setting {key}.{leaf}. Fix: one of {valid}")
                     self.set(key, leaf, v, f"{source} ({key}.{leaf})")
             else:
-                group, leaf = _resolve_key(str(key))
+                group, leaf = resolve_key(str(key))
                 self.set(group, leaf, value, f"{source} ({key})")
 
 
-def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.PathLike] | tuple = (),
-         environ: Mapping[str, str] | None = None, check_installed_ray: bool = True,
-         **params: Any) -> Settings:
+def load(
+    env_file: str | os.PathLike | None = None,
+    *,
+    files: list[str | os.PathLike] | tuple = (),
+    environ: Mapping[str, str] | None = None,
+    check_installed_ray: bool = True,
+    **params: Any,
+) -> Settings:
     """Build the settings from every source (see the module docstring for the precedence)."""
     layers = _Layered()
     path = Path(env_file).expanduser() if env_file else find_env_file()
     if path is not None:
         if not path.is_file():
-            raise ConfigError(f"env file {path} does not exist. Fix: point {ENV_FILE_VAR} or env_file at "
-                              f"the repository's env.yaml")
+            raise ConfigError(
+                f"env file {path} does not exist. Fix: point {ENV_FILE_VAR} or env_file at the repository's env.yaml"
+            )
         layers.merge_yaml(_read_yaml(path), path.name)
     for f in files or ():
         fp = Path(f).expanduser()
@@ -495,12 +668,12 @@ def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.Path
     for var, raw in sorted(env.items()):
         if not var.startswith(ENV_PREFIX) or var in RESERVED_ENV:
             continue
-        group, leaf = _resolve_key(var)
+        group, leaf = resolve_key(var)
         layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
     for key, value in params.items():
         if value is None:
             continue
-        group, leaf = _resolve_key(key)
+        group, leaf = resolve_key(key)
         if isinstance(value, str):
             value = _coerce_for(group, leaf, value)
         layers.set(group, leaf, value, f"parameter ({key})")
@@ -510,7 +683,9 @@ def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.Path
         raise ConfigError(_explain(e, layers, path)) from None
     if check_installed_ray:
         _check_ray_version(settings, layers)
-    settings.__dict__["_sources"] = {f"{g}.{l}" if g else l: s for (g, l), s in layers.source.items()}
+    settings.__dict__["_sources"] = {
+        f"{group}.{leaf}" if group else leaf: src for (group, leaf), src in layers.source.items()
+    }
     settings.__dict__["_env_file"] = str(path) if path else None
     return settings
 
@@ -518,6 +693,11 @@ def load(env_file: str | os.PathLike | None = None, *, files: list[str | os.Path
 def sources(settings: Settings) -> dict[str, str]:
     """Where each non-default value came from."""
     return dict(settings.__dict__.get("_sources", {}))
+
+
+def loaded_env_file(settings: Settings) -> str | None:
+    """The env file these settings were read from (None: defaults and overrides only)."""
+    return settings.__dict__.get("_env_file")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -536,8 +716,7 @@ def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
         if len(loc) == 1 and loc[0] in Settings.model_fields and isinstance(e.get("input"), dict):
             # a model_validator of a group: the message names the field(s) itself
             group = loc[0]
-            field = next((f for f in Settings.model_fields[group].annotation.model_fields
-                          if msg.startswith(f)), None)
+            field = next((f for f in Settings.model_fields[group].annotation.model_fields if msg.startswith(f)), None)
             where = layers.source.get((group, field), "default") if field else "env.yaml"
             lines.append(f"{group}: {msg} [{where}]")
             continue
@@ -572,7 +751,8 @@ def _check_ray_version(settings: Settings, layers: _Layered) -> None:
             f"versions.ray_version (RAY_VERSION) = {settings.versions.ray_version!r} [{where}] but the installed "
             f"Ray is {installed}: the client's Ray must equal the image's, or jobs fail in odd ways. "
             f"Fix: set ray_version: {installed} if the image really runs it, or "
-            f"`pip install ray[train,default]=={settings.versions.ray_version}`")
+            f"`pip install ray[train,default]=={settings.versions.ray_version}`"
+        )
 
 
 def settings_from(namespace: Mapping[str, Any], **extra: Any) -> Settings:
@@ -597,12 +777,12 @@ def with_overrides(settings: Settings, **params: Any) -> Settings:
     """A copy of ``settings`` with some flat-named values replaced (validated)."""
     data = copy.deepcopy(settings.public_dict())
     for key, value in params.items():
-        group, leaf = _resolve_key(key)
+        group, leaf = resolve_key(key)
         (data if group is None else data[group])[leaf] = value
     try:
         new = Settings.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_explain(e, _Layered(), None)) from None
     new.__dict__["_sources"] = sources(settings)
-    new.__dict__["_env_file"] = settings.__dict__.get("_env_file")
+    new.__dict__["_env_file"] = loaded_env_file(settings)
     return new

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .config import Settings
+from .config import Settings, loaded_env_file
 
 #: The ``raytrain_helpers`` package directory (what travels to the cluster as the job's working_dir).
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ def notebooks_dir() -> Path:
 
 def runs_dir(settings: Settings) -> Path:
     """Every run's records: ``runs/`` beside env.yaml (or the working directory); ``RAYTRAIN_RUNS_DIR`` overrides."""
-    env_file = settings.__dict__.get("_env_file")
+    env_file = loaded_env_file(settings)
     base = Path(env_file).parent if env_file else Path.cwd()
     return Path(os.environ.get("RAYTRAIN_RUNS_DIR", base / "runs")).resolve()
 

@@ -2,7 +2,7 @@
 
 * AWS is a moto server (tests/aws_fakes/moto_env.py) with the fake ``eksctl`` on PATH: 01 ranks the AZs and
   saves the placement, 02 renders the ClusterConfig (plan) then creates the cluster through eksctl (up).
-* Kubernetes is the API stand-in (tests/k8s_standin), named like the context eksctl writes: 03 installs the
+* Kubernetes is the API stand-in (tests/fakes/k8s_standin), named like the context eksctl writes: 03 installs the
   device plugins and waits for allocatable GPUs/EFA, 04 the KubeRay operator and the RayCluster; three
   broken clusters make 03/04 fail with their diagnosis.
 * 05 submits the real FSDP job with ``JobSubmissionClient`` through ``kuberay.job_server``'s port-forward;
@@ -33,10 +33,10 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
-from aws_fakes.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
+from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 
 from tests.helpers import notebook_outputs  # noqa: E402
-from tests.k8s_standin import ray_worker_logs, standin  # noqa: E402
+from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
 

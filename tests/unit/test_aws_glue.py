@@ -1,12 +1,11 @@
-"""The aws glue between the steps: 06's infrastructure rows (kuberay.infra_criteria), the worker pods' logs
-(report.collect_worker_logs -> nccl.collect_pod_logs -> k8s.exec_in_pod, against the stand-in), the fail-fast
-of hopeless waits, and 08's full teardown (cluster.teardown: RayCluster, operator, plugins, node group,
-cluster) against the stand-in and a moto server with the fake eksctl."""
+"""The aws glue between the steps: the worker pods' logs (report.collect_worker_logs -> nccl.collect_pod_logs ->
+k8s.exec_in_pod, against the stand-in), and 08's full teardown (cluster.teardown: RayCluster, operator, plugins,
+node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's infrastructure rows and
+the fail-fast of hopeless waits are in tests/unit/targets/aws/test_kuberay.py and test_plugins.py."""
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import boto3
@@ -17,11 +16,11 @@ FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from aws_fakes.fixtures import SECRETS, make_settings, moto_srv, srv  # noqa: E402,F401
+from tests.fakes.aws.fixtures import SECRETS, make_settings, moto_srv, srv  # noqa: E402,F401
 
-from raytrain_helpers import cluster, config, k8s, kuberay, nccl, plugins, report  # noqa: E402
-from raytrain_helpers.targets import aws as A  # noqa: E402
-from tests.k8s_standin import ray_worker_logs, standin  # noqa: E402
+from raytrain_helpers import cluster, config, k8s, kuberay, nccl, report  # noqa: E402
+from raytrain_helpers.targets.aws import common as A  # noqa: E402
+from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,78 +39,6 @@ def settings(**params):
 def _no_helm(monkeypatch):
     monkeypatch.setenv("PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":")
                                         if not Path(p, "helm").exists()))
-
-
-def rows_by_name(rows):
-    assert [n for n, _, _ in rows] == [kuberay.INFRA_GPU, kuberay.INFRA_EFA, kuberay.INFRA_FI, kuberay.INFRA_PODS]
-    return {n: (ok, ev) for n, ok, ev in rows}
-
-
-# --------------------------------------------------------------------------------------------
-# 06's infrastructure rows
-# --------------------------------------------------------------------------------------------
-
-def test_infra_criteria_pass_on_a_healthy_cluster_and_read_fi_info_in_every_worker():
-    s = settings()
-    with standin("healthy", set_env=True, **READY_OP) as st:
-        assert kuberay.step(s, **FAST).ok
-        n0 = len(st.cluster.exec_log)
-        rows = rows_by_name(kuberay.infra_criteria(s))
-        assert rows[kuberay.INFRA_GPU] == (True, "2 GPU node(s) advertise nvidia.com/gpu=4")
-        assert rows[kuberay.INFRA_EFA] == (True, "2 GPU node(s) advertise vpc.amazonaws.com/efa >= 1 (1, 1)")
-        assert rows[kuberay.INFRA_FI] == (True, "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)")
-        assert rows[kuberay.INFRA_PODS] == (True, "head Ready, workers Running 2/2")
-        execs = st.cluster.exec_log[n0:]
-        assert sorted(p for p, _ in execs) == kuberay.worker_pods(s)
-        assert all(argv == ["fi_info", "-p", "efa"] for _, argv in execs)
-
-
-def test_infra_criteria_fail_with_the_evidence():
-    s = settings()
-    # no EFA interfaces on the nodes: the plugin advertises 0; no RayCluster yet: nothing to exec in
-    with standin("healthy", set_env=True, **READY_OP, efa_attached=False):
-        rows = rows_by_name(kuberay.infra_criteria(s))
-    assert rows[kuberay.INFRA_GPU][0] is True
-    assert rows[kuberay.INFRA_EFA] == (False, "vpc.amazonaws.com/efa: ip-10-0-2-20.us-west-2.compute.internal=0, "
-                                              "ip-10-0-2-21.us-west-2.compute.internal=0")
-    assert rows[kuberay.INFRA_FI] == (False, "no Running worker pod to run fi_info in. Fix: run notebook 04")
-    assert rows[kuberay.INFRA_PODS] == (False, "head missing, workers Running 0/2")
-    # fewer GPU nodes than GPU_NODE_COUNT; GPUS_PER_NODE differing from what the nodes advertise
-    with standin("healthy", set_env=True, **READY_OP, gpu_node_count=1, gpu_node_type="g6.48xlarge"):
-        rows = rows_by_name(kuberay.infra_criteria(s))
-    ok, ev = rows[kuberay.INFRA_GPU]
-    assert not ok and "nvidia.com/gpu: ip-10-0-2-20.us-west-2.compute.internal=8 (GPUS_PER_NODE 4)" in ev
-    assert "only 1 role=gpu-worker node(s), GPU_NODE_COUNT = 2" in ev
-    # one node's worker pod where libfabric finds no EFA device: fi_info fails there, and says so
-    second = "ip-10-0-2-21.us-west-2.compute.internal"
-    with standin("healthy", set_env=True, **READY_OP,
-                 exec_handler=lambda pod, argv: ("", "fi_getinfo: -61 (No data available)\n", 1)
-                 if argv[0] == "fi_info" and pod["spec"].get("nodeName") == second else None) as st:
-        assert kuberay.step(s, **FAST).ok
-        rows = rows_by_name(kuberay.infra_criteria(s))
-        (bad,) = [p["metadata"]["name"] for p in st.objects("v1", "pods", "ray-train")
-                  if p["spec"]["nodeName"] == second]
-    ok, ev = rows[kuberay.INFRA_FI]
-    assert not ok and ev.startswith(f"{bad}: exit 1: fi_getinfo: -61 (No data available). Fix: ")
-
-
-def test_infra_criteria_without_an_api_fail_every_row(tmp_path, monkeypatch):
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
-    rows = kuberay.infra_criteria(settings())
-    assert len(rows) == 4 and all(not ok and "no kubeconfig at" in ev for _, ok, ev in rows)
-
-
-@pytest.mark.parametrize("text,ok,evidence", [
-    ("provider: efa\n    fabric: efa\n    domain: rdmap0s31-rdm\n    version: 122.0\n    type: FI_EP_RDM\n"
-     "    protocol: FI_PROTO_EFA\nprovider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n    version: 122.0\n"
-     "    type: FI_EP_DGRAM\n    protocol: FI_PROTO_EFA\n", True, "provider efa, FI_EP_RDM (rdmap0s31-dgrm, rdmap0s31-rdm)"),
-    ("provider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n    type: FI_EP_DGRAM\n", False,
-     "providers efa, no FI_EP_RDM endpoint"),
-    ("provider: tcp;ofi_rxm\n    fabric: 10.0.0.0/16\n    type: FI_EP_RDM\n", False, "providers tcp;ofi_rxm"),
-    ("", False, "no provider listed"),
-])
-def test_fi_info_parser(text, ok, evidence):
-    assert kuberay.fi_info_efa(text) == (ok, evidence)
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,49 +85,6 @@ def test_standin_exec_lists_and_reads_like_a_shell():
         with pytest.raises(k8s.ExecError, match="exited 1") as e:
             k8s.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/absent"])
         assert "No such file or directory" in e.value.stderr
-
-
-# --------------------------------------------------------------------------------------------
-# Hopeless waits end early, with the diagnosis
-# --------------------------------------------------------------------------------------------
-
-def test_plugins_stop_waiting_when_the_daemonsets_cannot_reach_the_nodes():
-    s = settings()
-    with standin("plugin-desired-0", set_env=True, delay_s=0.05):
-        t0 = time.monotonic()
-        r = plugins.step(s, timeout_s=120, poll_s=1, log=QUIET)
-    assert time.monotonic() - t0 < 15
-    assert not r.ok and "stopped waiting" in r.message
-    assert any("lacks the label role=gpu-worker" in d for d in r.diagnosis)
-    # plugins that are merely slow are waited for
-    with standin("healthy", set_env=True, delay_s=1.5):
-        r = plugins.step(s, timeout_s=30, poll_s=0.2, log=QUIET)
-    assert r.ok and r.elapsed_s >= 1.4
-
-
-def test_kuberay_stops_waiting_on_a_crash_looping_head():
-    s = settings()
-    with standin("head-never-ready", set_env=True, delay_s=0.05):
-        t0 = time.monotonic()
-        r = kuberay.step(s, timeout_s=120, poll_s=0.5, log=QUIET)
-    assert time.monotonic() - t0 < 15
-    assert not r.ok and "a pod is crash-looping" in r.message
-    assert any("restarted 3 times without becoming Ready (last exit: Error 1)" in d for d in r.diagnosis)
-
-
-@pytest.mark.parametrize("status,why", [
-    ({"conditions": [{"type": "Ready", "status": "True"}], "containerStatuses": [{"name": "c", "restartCount": 9}]}, ""),
-    ({"containerStatuses": [{"name": "c", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
-     "container c CrashLoopBackOff (restarts 1)"),
-    ({"containerStatuses": [{"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]},
-     ""),
-    ({"containerStatuses": [{"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}]},
-     ""),
-    ({"containerStatuses": [{"name": "c", "restartCount": 4, "ready": False}]},
-     "container c restarted 4 times without becoming Ready"),
-])
-def test_crash_looping(status, why):
-    assert kuberay.crash_looping({"status": status}) == why
 
 
 # --------------------------------------------------------------------------------------------

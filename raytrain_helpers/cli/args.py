@@ -1,0 +1,27 @@
+"""How every command takes its settings: the env file, override files, ``-p NAME VALUE`` and ``--target``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..core.config import Settings, load
+
+
+def add_settings_args(p: argparse.ArgumentParser) -> None:
+    """The common way every command takes settings: env file, override files, -p NAME VALUE."""
+    p.add_argument("--env-file", default=None, help="the variables file (default: env.yaml found upwards)")
+    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML",
+                   help="an override file (repeatable; later files win)")
+    p.add_argument("-p", "--param", dest="params", action="append", nargs=2, default=[],
+                   metavar=("NAME", "VALUE"), help="override one setting by its env.yaml name (repeatable)")
+    p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
+
+
+def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
+    """The settings the parsed arguments ask for (``extra`` values that are not None win)."""
+    params = {k: v for k, v in (args.params or [])}
+    if getattr(args, "target", None):
+        params["target"] = args.target
+    params.update({k: v for k, v in extra.items() if v is not None})
+    return load(args.env_file, files=args.files, **params)

@@ -1,0 +1,75 @@
+"""Helm, when it is on PATH: ``upgrade --install`` of a pinned chart version and ``uninstall``, always against the
+kubeconfig context and file the Kubernetes client of :mod:`.kubernetes` uses.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .kubernetes import K8sError, context_of, kubeconfig_of
+
+
+def executable() -> str | None:
+    """The ``helm`` on PATH, or None (the callers then apply rendered manifests instead)."""
+    return shutil.which("helm")
+
+
+def kube_args(client) -> list[str]:
+    """``--kube-context`` / ``--kubeconfig`` of the Kubernetes client, so helm talks to the same cluster."""
+    args = []
+    context = context_of(client)
+    if context:
+        args += ["--kube-context", context]
+    kubeconfig = kubeconfig_of(client)
+    if kubeconfig:
+        args += ["--kubeconfig", kubeconfig]
+    return args
+
+
+def run_helm(args: list[str], *, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    """Run ``helm ARGS``; a failure raises :class:`K8sError` with helm's own message."""
+    exe = executable()
+    if exe is None:
+        raise K8sError("helm is not on PATH")
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise K8sError(
+            f"helm {' '.join(args[:3])} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+        )
+    return proc
+
+
+def upgrade_install(
+    client,
+    *,
+    release: str,
+    chart: str,
+    repo: str,
+    version: str,
+    namespace: str,
+    values: dict[str, Any],
+    create_namespace: bool = False,
+    timeout_s: float = 600,
+) -> subprocess.CompletedProcess:
+    """``helm upgrade --install`` of one pinned chart version with these values (idempotent)."""
+    with tempfile.TemporaryDirectory() as folder:
+        values_file = Path(folder) / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+        args = ["upgrade", "--install", release, chart, "--repo", repo, "--version", version, "--namespace", namespace]
+        if create_namespace:
+            args.append("--create-namespace")
+        return run_helm([*args, "-f", str(values_file), *kube_args(client)], timeout_s=timeout_s)
+
+
+def uninstall(client, release: str, namespace: str, *, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    """``helm uninstall RELEASE`` in the namespace."""
+    return run_helm(["uninstall", release, "--namespace", namespace, *kube_args(client)], timeout_s=timeout_s)
+
+
+__all__ = ["executable", "kube_args", "run_helm", "uninstall", "upgrade_install"]

@@ -1,0 +1,10 @@
+"""One module per notebook, each target-agnostic: it calls the target ``targets.for_settings`` hands it.
+
+01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify · 07 benchmark · 08 teardown
+"""
+
+from . import benchmark, capacity, cluster, kuberay, overview, plugins, teardown, train, verify
+from .overview import describe
+
+__all__ = ["benchmark", "capacity", "cluster", "describe", "kuberay", "overview", "plugins", "teardown", "train",
+           "verify"]

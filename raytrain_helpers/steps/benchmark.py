@@ -1,0 +1,137 @@
+"""07 · Benchmark: the same job twice, changing only the transport environment.
+
+On local GPUs P2P/NVLink vs forced sockets, on aws EFA vs ``NCCL_NET=Socket`` (the target names the variants).
+Warm-up steps are discarded. Each run's transport is audited before the two are compared: a run that did not
+use the transport it was meant to makes the comparison refuse, instead of reporting a meaningless speedup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import json
+import platform
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .. import nccl
+from ..clients.rayjobs import JobRun
+from ..core.config import Settings, with_overrides
+from ..core.paths import run_dir
+from ..targets import for_settings
+from .train import submit
+from .verify import worker_logs
+
+
+@dataclass
+class BenchRun:
+    """One variant's job and the workers' log text (for the transport audit)."""
+
+    label: str
+    expect: str
+    env: dict[str, str]
+    job: JobRun
+    log_text: str = ""
+    audit: Any = None
+
+    @property
+    def timed_step_s(self) -> float:
+        ranks = self.job.ranks
+        return max(r["mean_step_time_s"] for r in ranks) if ranks else float("nan")
+
+    @property
+    def steps_per_s(self) -> float:
+        return 1.0 / self.timed_step_s if self.timed_step_s == self.timed_step_s and self.timed_step_s else 0.0
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        ranks = self.job.ranks
+        return sum(r["tokens_per_s"] for r in ranks) / len(ranks) if ranks else 0.0
+
+    def as_compare_input(self) -> dict[str, Any]:
+        return dict(label=self.label, expected_transport=self.expect, log_text=self.log_text,
+                    tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, steps_per_s=self.steps_per_s)
+
+
+def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, quiet: bool = True) -> list[BenchRun]:
+    """Run the job once per variant (bench_steps, the first bench_warmup_steps discarded)."""
+    variants = variants or for_settings(settings).benchmark_variants(settings)
+    t = settings.train
+    bench_settings = with_overrides(settings, checkpoint_every=0)
+    out = []
+    for v in variants:
+        name = f"{settings.run_name}-bench-{v['label']}-{uuid.uuid4().hex[:6]}"
+        job = submit(bench_settings, run_name=name, steps=t.bench_steps, warmup_steps=t.bench_warmup_steps,
+                     extra_env=v["env"], quiet=quiet, progress=not quiet, final_checkpoint=False)
+        logs = worker_logs(settings, job)
+        out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text="\n".join(logs.values())))
+    return out
+
+
+def plot(runs: list[BenchRun], ax=None):
+    """Tokens/s per worker for each variant, as bars."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5, 3))
+    else:
+        fig = ax.figure
+    labels = [r.label for r in runs]
+    vals = [r.tokens_per_s_per_gpu for r in runs]
+    ax.bar(labels, vals, color=["tab:green", "tab:red", "tab:blue"][: len(runs)])
+    ax.set_ylabel("tokens/s per worker (warm)")
+    ax.set_title("same job, transport changed only")
+    for i, v in enumerate(vals):
+        ax.text(i, v, f"{v:,.0f}", ha="center", va="bottom")
+    fig.tight_layout()
+    return fig
+
+
+@dataclass
+class BenchComparison:
+    """The comparison's text, whether it stands, and the JSON record written to the run's folder."""
+
+    ok: bool
+    lines: list[str]
+    record: dict
+
+    def show(self) -> None:
+        print("\n".join(self.lines))
+
+
+def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) -> BenchComparison:
+    """Audit each benchmark run, then compare them (or refuse and say why); writes a JSON record."""
+    record = dict(kind="transport-ab", target=for_settings(settings).NAME, preset=settings.train.model_preset,
+                  seq_len=settings.train.seq_len, batch_size=settings.train.batch_size,
+                  bench_steps=settings.train.bench_steps, warmup_steps=settings.train.bench_warmup_steps,
+                  date=datetime.date.today().isoformat(), host=platform.node(),
+                  runs=[dict(label=b.label, expect=b.expect, env=b.env, status=b.job.status,
+                             steps_per_s=b.steps_per_s, tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
+                             world_size=len(b.job.ranks)) for b in bench])
+    if len(bench) < 2:
+        lines = [f"{b.label}: {b.tokens_per_s_per_gpu:,.0f} tokens/s per worker, {b.steps_per_s:.2f} steps/s"
+                 for b in bench]
+        lines.append("no A/B comparison: CPU workers use gloo, there is no NCCL transport to change "
+                     "(run on GPUs for P2P vs socket, or on aws for EFA vs socket)")
+        record.update(comparison=None, reason="single variant (gloo)")
+        ok = all(b.job.ok for b in bench)
+    else:
+        cmp = nccl.compare_runs(bench[0].as_compare_input(), bench[1].as_compare_input())
+        lines = [comparison_text(cmp)]
+        as_json = cmp.to_json()
+        record.update(comparison=json.loads(as_json) if isinstance(as_json, str) else as_json)
+        ok = cmp.ok
+    if write:
+        (run_dir(settings) / "benchmark.json").write_text(json.dumps(record, indent=2, default=str))
+        lines.append(f"record: runs/{settings.run_name}/benchmark.json")
+    return BenchComparison(ok, lines, record)
+
+
+def comparison_text(cmp) -> str:
+    """What the comparison's ``show()`` prints, as text."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        r = cmp.show()
+    return buf.getvalue().rstrip() or (r or "")

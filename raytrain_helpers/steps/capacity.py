@@ -1,0 +1,27 @@
+"""01 · Capacity: is there room for the job, and does the model fit?
+
+The target answers the first question (this machine's CPUs, memory and GPUs; or AWS offerings, quotas, Spot
+scores and a placement); every target ends with the FSDP memory plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.config import Settings
+from ..plan.memory import MemoryPlan, seed_figure_check
+from ..plan.memory import seed_plan as seed_memory_plan
+from ..targets import StepResult, for_settings
+
+
+def check(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None) -> StepResult:
+    """Notebook 01's entry point (``probe``: create-and-cancel a capacity reservation per AZ, aws only)."""
+    return for_settings(settings).capacity(settings, probe=probe, assume_yes=assume_yes, regions=regions)
+
+
+def seed_plan() -> MemoryPlan:
+    """The source article's example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
+    return seed_memory_plan()
+
+
+__all__ = ["check", "seed_plan", "seed_figure_check"]

@@ -1,0 +1,19 @@
+"""02 · The cluster: start (or reuse) the local raylets, or create EKS with eksctl.
+
+``action`` is ``up``, ``status``, ``plan`` or ``down``; ``plan`` creates nothing, and every action is safe to
+repeat. Left as None, the target picks: ``up`` locally; on aws ``up`` with ``assume_yes`` and ``plan`` without.
+"""
+
+from __future__ import annotations
+
+from ..core.config import Settings
+from ..targets import StepResult, for_settings
+
+ACTIONS = ("plan", "up", "status", "down")
+
+
+def step(settings: Settings, action: str | None = None, *, assume_yes: bool = False) -> StepResult:
+    """Notebook 02's entry point."""
+    if action is not None and action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}: use up, status, down or plan")
+    return for_settings(settings).cluster(settings, action, assume_yes=assume_yes)

@@ -1,0 +1,31 @@
+"""The ``aws`` target: EKS created with eksctl, the device plugins, KubeRay, reached through the Kubernetes API.
+
+Exports the names of :mod:`..base` (the Target interface). Credentials come only from the standard boto3 chain
+(environment, ``AWS_PROFILE``, SSO, instance role); nothing takes or prints a key.
+"""
+
+from __future__ import annotations
+
+from .capacity import capacity
+from .cluster import cluster, teardown
+from .jobs import benchmark_variants, job_defaults, where
+from .kuberay import infra_criteria, job_server, raycluster
+from .logs import worker_logs
+from .plugins import devices
+
+NAME = "aws"
+
+__all__ = [
+    "NAME",
+    "where",
+    "capacity",
+    "cluster",
+    "devices",
+    "raycluster",
+    "job_server",
+    "job_defaults",
+    "worker_logs",
+    "infra_criteria",
+    "benchmark_variants",
+    "teardown",
+]

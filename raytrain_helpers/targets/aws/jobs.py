@@ -1,0 +1,35 @@
+"""How the training job runs on the ``aws`` target: the one-line description, the job's defaults, and the
+transport variants notebook 07 compares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.config import ConfigError, Settings
+from ..base import JobDefaults
+
+
+def where(settings: Settings) -> str:
+    """One line saying what the run is on."""
+    a = settings.aws
+    return f"EKS {a.cluster_name} in {a.region}: {a.gpu_node_count} x {a.gpu_node_type} ({a.gpus_per_node} GPUs each)"
+
+
+def job_defaults(settings: Settings) -> JobDefaults:
+    """The driver decides GPU or not from the cluster (GPU nodes: NCCL; a CPU-only cluster: gloo, which then
+    fails notebook 06's transport audit instead of failing to schedule); checkpoints go to storage every worker
+    pod reaches (``train.storage_path``, required here)."""
+    if not settings.train.storage_path:
+        raise ConfigError(
+            "train.storage_path is empty but the aws target needs storage every worker pod can "
+            "reach for checkpoints. Fix: storage_path: s3://YOUR-BUCKET/raytrain"
+        )
+    return JobDefaults(use_gpu="auto", storage_path=settings.train.storage_path, env={})
+
+
+def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
+    """EFA (libfabric through the aws-ofi-nccl plugin) against NCCL's plain sockets."""
+    return [
+        dict(label="efa", expect="efa", env={"FI_PROVIDER": "efa", "NCCL_NET_PLUGIN": "ofi"}),
+        dict(label="socket", expect="socket", env={"NCCL_NET": "Socket"}),
+    ]

@@ -1,0 +1,114 @@
+"""The ``local`` target: a real Ray cluster on this machine, shaped like the EKS reference.
+
+A head raylet that takes no training work and N worker raylets standing in for the GPU nodes, all on 127.0.0.1.
+Exports the names of :mod:`..base` (the Target interface).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from ...core.config import Settings
+from ..base import JobDefaults
+from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
+from .raylets import (
+    LocalClusterError,
+    LocalClusterInfo,
+    TeardownResult,
+    down,
+    our_pids,
+    session_log_dirs,
+    status,
+    up,
+)
+from .raylets import teardown as stop_cluster
+
+NAME = "local"
+ACTIONS = ("up", "status", "down", "plan")
+
+
+def where(settings: Settings) -> str:
+    return f"local Ray cluster: head + {settings.local.worker_nodes} worker raylet(s)"
+
+
+def capacity(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None) -> LocalCapacity:
+    """CPUs, memory and GPUs here against the local cluster's shape, and the memory plan (``probe`` is aws only)."""
+    return local_resources(settings)
+
+
+def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool = False) -> LocalClusterInfo:
+    """``up`` (the default) starts or reuses the raylets, ``plan`` says what would start, ``status`` reads,
+    ``down`` stops. Nothing here is billable, so nothing asks for ``assume_yes``."""
+    action = action or "up"
+    if action in ("up", "plan"):
+        return up(settings, plan=(action == "plan"))
+    if action == "status":
+        return status(settings)
+    if action == "down":
+        return down(settings)
+    raise ValueError(f"unknown action {action!r}: use up, status, down or plan")
+
+
+def devices(settings: Settings, *, assume_yes: bool = False):
+    """The devices and collective backend each worker raylet offers (the stand-in for the device plugins)."""
+    from .. import local_standin  # transition: moves into this package
+
+    return local_standin.devices(settings, assume_yes=assume_yes)
+
+
+def raycluster(settings: Settings, *, assume_yes: bool = False):
+    """The RayCluster rendered from the settings, each part mapped to its local stand-in."""
+    from .. import local_standin  # transition: moves into this package
+
+    return local_standin.raycluster(settings, assume_yes=assume_yes)
+
+
+@contextlib.contextmanager
+def job_server(settings: Settings) -> Iterator[str]:
+    """The head's dashboard on 127.0.0.1 (nothing to open or close)."""
+    info = status(settings)
+    if not info.running:
+        raise RuntimeError("the local Ray cluster is not running. Fix: run 02_cluster "
+                           "(or `raytrain-tutorial up`) first")
+    yield info.dashboard_url
+
+
+def job_defaults(settings: Settings) -> JobDefaults:
+    """GPUs when the worker raylets have some; checkpoints under the run's folder unless storage_path says else."""
+    use_gpu = resolve_local_gpus(settings) > 0
+    env = {"NCCL_NVLS_ENABLE": "0"} if use_gpu else {}
+    return JobDefaults(use_gpu=use_gpu, storage_path=settings.train.storage_path or None, env=env)
+
+
+def worker_logs(settings: Settings, marker: str) -> dict[str, str]:
+    """The training workers' log files of the job with this marker, from every raylet's session logs."""
+    from .. import local_logs  # transition: moves into this package
+
+    return local_logs.collect_local_logs(session_log_dirs(settings), marker)
+
+
+def infra_criteria(settings: Settings) -> list[tuple[str, bool | None, str]]:
+    """No Kubernetes device plugins here: the rows say so instead of passing."""
+    why = "n/a on local (no Kubernetes device plugins)"
+    return [(name, None, why) for name in ("GPUs allocatable on every GPU node", "EFA allocatable on every GPU node",
+                                           "EFA RDMA capability (fi_info -p efa)")]
+
+
+def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
+    """GPUs: P2P/NVLink vs forced sockets. CPU: the gloo baseline alone (no NCCL transport to change)."""
+    if job_defaults(settings).use_gpu:
+        return [dict(label="p2p", expect="p2p", env={}),
+                dict(label="socket", expect="socket", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})]
+    return [dict(label="gloo", expect="none", env={})]
+
+
+def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
+    """Stop every process of the local cluster and list what is left (nothing billable: no confirmation)."""
+    return stop_cluster(settings)
+
+
+__all__ = ["NAME", "where", "capacity", "cluster", "devices", "raycluster", "job_server", "job_defaults",
+           "worker_logs", "infra_criteria", "benchmark_variants", "teardown", "LocalCapacity", "LocalClusterError",
+           "LocalClusterInfo", "TeardownResult", "local_world_size", "resolve_local_gpus", "session_log_dirs",
+           "our_pids", "up", "down", "status", "ACTIONS"]

@@ -1,0 +1,133 @@
+"""01 on the local target: what this machine offers (CPUs, memory, GPUs) against the local cluster's shape."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.config import Settings
+from ...core.constants import GIB
+from ...core.tables import table
+from ...plan.memory import MemoryPlan, plan_for
+
+
+def _visible_gpus() -> list[dict[str, Any]]:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return []
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        prop = torch.cuda.get_device_properties(i)
+        out.append(dict(index=i, name=prop.name, mem_gib=prop.total_memory / GIB))
+    return out
+
+
+def _mem_available_gib() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / GIB
+    except OSError:  # pragma: no cover
+        pass
+    return float("nan")
+
+
+@dataclass
+class LocalCapacity:
+    cpus: int
+    mem_available_gib: float
+    gpus: list[dict[str, Any]]
+    worker_nodes: int
+    gpus_per_worker_node: int
+    slots_per_node: int
+    world_size: int
+    backend: str
+    required_mem_gib: float
+    plan: MemoryPlan
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def show(self) -> None:
+        table(self.rows(), ["resource", "found", "required", "verdict"],
+              title="capacity on this machine (local target)")
+        table(self.plan.rows(), ["memory plan", "value"], title="FSDP memory plan per device", max_width=80)
+        for p in self.problems:
+            print(f"PROBLEM: {p}")
+        print("capacity: OK" if self.ok else "capacity: NOT ENOUGH (see the problems above)")
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(resource, found, required, verdict)."""
+        gpu_found = f"{len(self.gpus)} x {self.gpus[0]['name']}" if self.gpus else "none"
+        need_gpu = self.worker_nodes * self.gpus_per_worker_node
+        rows = [
+            ("CPU cores", str(self.cpus), f"{self.worker_nodes} worker node(s) x "
+             f"{self.slots_per_node if not need_gpu else 1}", "ok"),
+            ("memory available", f"{self.mem_available_gib:.1f} GiB", f"~{self.required_mem_gib:.1f} GiB",
+             "ok" if self.mem_available_gib >= self.required_mem_gib else "SHORT"),
+            ("GPUs", gpu_found, str(need_gpu) if need_gpu else "0 (CPU run, gloo)",
+             "ok" if len(self.gpus) >= need_gpu else "SHORT"),
+            ("training workers", f"{self.world_size} ({self.backend})",
+             f">= 2 over {self.worker_nodes} node(s)", "ok" if self.world_size >= 1 else "SHORT"),
+        ]
+        if self.plan.device_mem_gib is not None:
+            rows.append(("per-device memory", f"{self.plan.device_mem_gib:.0f} GiB",
+                         f"{self.plan.peak_per_device_gib:.2f} GiB planned peak",
+                         "ok" if self.plan.fits else "SHORT"))
+        return rows
+
+
+def resolve_local_gpus(settings: Settings, visible: int | None = None) -> int:
+    """GPUs per worker raylet: -1 splits the visible GPUs evenly over the worker nodes."""
+    g = settings.local.gpus_per_worker_node
+    if g >= 0:
+        return g
+    if visible is None:
+        visible = len(_visible_gpus())
+    return visible // settings.local.worker_nodes if visible >= settings.local.worker_nodes else 0
+
+
+def local_world_size(settings: Settings, gpus_per_node: int) -> tuple[int, int]:
+    """(slots per worker node, world size)."""
+    slots = gpus_per_node if gpus_per_node > 0 else settings.local.cpus_per_worker_node
+    total = slots * settings.local.worker_nodes
+    n = settings.train.num_workers or total
+    return slots, n
+
+
+def local_resources(settings: Settings) -> LocalCapacity:
+    gpus = _visible_gpus()
+    g = resolve_local_gpus(settings, len(gpus))
+    slots, world = local_world_size(settings, g)
+    problems: list[str] = []
+    if settings.train.num_workers and settings.train.num_workers > slots * settings.local.worker_nodes:
+        problems.append(f"num_workers = {settings.train.num_workers} but the local cluster has only "
+                        f"{slots * settings.local.worker_nodes} worker slots "
+                        f"({settings.local.worker_nodes} nodes x {slots}). Fix: num_workers: 0 (all) or more "
+                        f"worker_nodes / cpus_per_worker_node")
+    if g * settings.local.worker_nodes > len(gpus):
+        problems.append(f"gpus_per_worker_node = {g} x {settings.local.worker_nodes} nodes needs "
+                        f"{g * settings.local.worker_nodes} GPUs, {len(gpus)} visible. Fix: gpus_per_worker_node: -1")
+    device_mem = min(x["mem_gib"] for x in gpus) if (gpus and g) else None
+    plan = plan_for(settings, world, on_gpu=bool(g), device_mem_gib=device_mem)
+    # every Ray node ~0.4 GiB + object store; every CPU training worker: torch + the model state
+    ray_overhead = 0.5 + settings.local.worker_nodes * (0.4 + settings.local.object_store_mb / 1024)
+    per_worker = 0.6 + (0 if g else plan.peak_per_device_gib)
+    required = ray_overhead + world * per_worker
+    mem = _mem_available_gib()
+    if mem == mem and mem < required:
+        problems.append(f"about {required:.1f} GiB of memory needed, {mem:.1f} GiB available. Fix: fewer "
+                        f"worker_nodes, a smaller batch_size/seq_len, or the tiny preset")
+    if plan.fits is False:
+        problems.append(f"planned peak {plan.peak_per_device_gib:.1f} GiB per GPU exceeds 90% of "
+                        f"{plan.device_mem_gib:.0f} GiB. Fix: {'; '.join(plan.notes)}")
+    return LocalCapacity(cpus=os.cpu_count() or 1, mem_available_gib=mem, gpus=gpus, worker_nodes=settings.local.worker_nodes,
+                         gpus_per_worker_node=g, slots_per_node=slots, world_size=world,
+                         backend="nccl" if g else "gloo", required_mem_gib=required, plan=plan, problems=problems)

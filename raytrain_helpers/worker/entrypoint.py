@@ -1,0 +1,95 @@
+"""The Ray Job entrypoint: ``python -m raytrain_helpers.worker.entrypoint --config job_config.json``.
+
+Runs as the job's driver on the head (local raylet or head pod), builds the ``TorchTrainer`` and prints
+one ``RAYTRAIN_RESULT {json}`` line that the notebook side parses from the job logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from .train import train_loop_per_worker
+
+from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
+
+
+def _num_workers(requested: int, use_gpu: bool) -> int:
+    import ray
+    total = ray.cluster_resources()
+    slots = int(total.get(TRAIN_SLOT, 0))
+    if use_gpu:
+        slots = min(slots, int(total.get("GPU", 0))) if slots else int(total.get("GPU", 0))
+    if slots < 1:
+        raise SystemExit(f"the cluster offers no '{TRAIN_SLOT}' resource (worker nodes): nothing to train on")
+    if requested and requested > slots:
+        raise SystemExit(f"num_workers = {requested} but the cluster has {slots} worker slots")
+    return requested or slots
+
+
+def run(cfg: dict[str, Any]) -> dict[str, Any]:
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    ray.init(log_to_driver=True)
+    use_gpu = cfg["use_gpu"]
+    if use_gpu == "auto":
+        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+    use_gpu = bool(use_gpu)
+    n = _num_workers(int(cfg.get("num_workers") or 0), use_gpu)
+    res = {TRAIN_SLOT: 1, "CPU": 1}
+    if use_gpu:
+        res["GPU"] = 1
+    cfg = dict(cfg, num_workers=n)
+    print(f"[driver] TorchTrainer: {n} workers, use_gpu={use_gpu}, backend={'nccl' if use_gpu else 'gloo'}, "
+          f"run={cfg['run_name']}, storage={cfg['storage_path']}", flush=True)
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=cfg,
+        scaling_config=ScalingConfig(num_workers=n, use_gpu=use_gpu, resources_per_worker=res),
+        run_config=RunConfig(name=cfg["run_name"], storage_path=cfg["storage_path"],
+                             failure_config=FailureConfig(max_failures=0)),
+        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo", timeout_s=600),
+    )
+    t0 = time.time()
+    error = None
+    metrics: dict[str, Any] = {}
+    checkpoint = None
+    try:
+        result = trainer.fit()
+        metrics = dict(result.metrics or {})
+        checkpoint = result.checkpoint.path if result.checkpoint else None
+        if result.error:
+            error = repr(result.error)
+    except Exception as e:  # TrainingFailedError and friends: report, then fail the job
+        error = f"{type(e).__name__}: {e}"
+    nodes = [dict(node_id=n["NodeID"], alive=n["Alive"], host=n.get("NodeManagerHostname"),
+                  is_head="node:__internal_head__" in (n.get("Resources") or {}),
+                  resources={k: v for k, v in (n.get("Resources") or {}).items() if not k.startswith("node:")})
+             for n in ray.nodes()]
+    out = dict(ok=error is None, error=error, metrics=metrics, checkpoint=checkpoint, nodes=nodes,
+               wall_s=time.time() - t0, num_workers=n, use_gpu=use_gpu, run_name=cfg["run_name"],
+               marker=cfg["marker"], storage_path=cfg["storage_path"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        cfg = json.load(f)
+    out = run(cfg)
+    print(RESULT_PREFIX + json.dumps(out, default=str), flush=True)
+    if not out["ok"]:
+        print(f"[driver] FAILED: {out['error']}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""A moto server for the aws target, for tests and headless notebook runs (test-only).
+
+    from tests.fakes.aws.moto_env import moto_server     # with the repository on sys.path
+    with moto_server() as srv:                            # ThreadedMotoServer on 127.0.0.1:<free port>
+        srv.env                                           # the variables a subprocess / notebook kernel needs
+        srv.fake                                          # moto_ext.FAKE: quotas, Spot scores, capacity...
+        ... run notebooks with env=srv.env (papermill inherits os.environ, already set here)
+
+While the block runs, ``os.environ`` carries ``AWS_ENDPOINT_URL`` (every boto3 client in this process and
+its children talks to the server), fake credentials, a region, ``PATH`` with the fake ``eksctl`` first,
+``KUBECONFIG`` in a temporary directory, and ``FAKE_EKSCTL_LOG``. Everything is restored afterwards.
+The operations moto lacks (EC2 Service Quotas, Spot placement scores, capacity reservations, scaling
+activities) are added by :mod:`moto_ext` to moto's response classes - the server thread runs them, so a
+kernel in another process sees them over HTTP; :func:`moto_ext.seed_defaults` gives the account quotas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import moto_ext
+
+FAKES_DIR = Path(__file__).resolve().parent
+#: Recognisable fake credentials, so tests can assert they never appear in output.
+FAKE_ACCESS_KEY = "AKIAFAKERAYTRAIN0001"
+FAKE_SECRET_KEY = "fake/Secret+Key/raytrain-tutorial/NOT-A-REAL-KEY0"
+FAKE_SESSION_TOKEN = "FakeSessionTokenRaytrainTutorial0123456789"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class MotoServer:
+    endpoint: str
+    env: dict[str, str]
+    workdir: Path
+    fake: moto_ext.FakeState = field(default_factory=lambda: moto_ext.FAKE)
+
+    @property
+    def eksctl_log(self) -> Path:
+        return Path(self.env["FAKE_EKSCTL_LOG"])
+
+    def eksctl_calls(self) -> list[dict]:
+        if not self.eksctl_log.is_file():
+            return []
+        return [json.loads(line) for line in self.eksctl_log.read_text().splitlines() if line.strip()]
+
+    def reset(self) -> None:
+        """Forget every resource and seed (a fresh account)."""
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")).read()
+        moto_ext.FAKE.reset()
+        if self.eksctl_log.exists():
+            self.eksctl_log.unlink()
+
+
+@contextlib.contextmanager
+def moto_server(*, region: str = "us-west-2", seed: bool = True, eksctl: bool = True) -> Iterator[MotoServer]:
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    moto_ext.install()
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    tmp = tempfile.TemporaryDirectory(prefix="raytrain-moto-")
+    work = Path(tmp.name)
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY,
+        "AWS_SESSION_TOKEN": FAKE_SESSION_TOKEN,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "KUBECONFIG": str(work / "kubeconfig"),
+        "FAKE_EKSCTL_LOG": str(work / "eksctl-calls.jsonl"),
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",  # faster EC2 backends; the tests need no AMIs
+    }
+    if eksctl:
+        env["PATH"] = f"{FAKES_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+    removed = (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    )
+    saved = {k: os.environ.get(k) for k in (*env, *removed)}
+    os.environ.update(env)
+    for k in removed:
+        os.environ.pop(k, None)
+    # keep boto3 off any real config/credential files on this machine
+    os.environ["AWS_CONFIG_FILE"] = str(work / "no-config")
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(work / "no-credentials")
+    env["AWS_CONFIG_FILE"] = os.environ["AWS_CONFIG_FILE"]
+    env["AWS_SHARED_CREDENTIALS_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"]
+    moto_ext.FAKE.reset()
+    srv = MotoServer(endpoint=endpoint, env=dict(env), workdir=work)
+    try:
+        if seed:
+            moto_ext.seed_defaults()
+        yield srv
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        moto_ext.FAKE.reset()
+        server.stop()
+        tmp.cleanup()

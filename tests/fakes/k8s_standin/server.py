@@ -1,0 +1,1735 @@
+"""A local stand-in for the Kubernetes API of the tutorial's EKS cluster.
+
+A threaded HTTP server on 127.0.0.1 that speaks enough of the Kubernetes REST API for the tutorial's
+client code (``raytrain_helpers.clients.kubernetes`` and ``targets.aws.plugins``/``kuberay``) to run unchanged
+against it:
+
+* ``GET`` nodes, pods, namespaces, DaemonSets, Deployments, RBAC objects, CRDs and the ray.io custom
+  resources (collections with ``labelSelector``/``fieldSelector``, single objects, 404 Status bodies);
+* server-side apply (``PATCH`` ``application/apply-patch+yaml`` with ``fieldManager``), ``DELETE`` with
+  cascading to owned pods; namespaced objects need their namespace, custom resources their CRD;
+* the ``exec`` and ``portforward`` pod subresources over a real websocket (``v4.channel.k8s.io``):
+  exec answers from a small command table (``fi_info -p efa`` by the pod's EFA request, ``cat`` of the
+  files given with ``files=`` for every pod or ``pod_files=`` per node/pod, the worker-log listing loop of
+  ``nccl.collect_pod_logs`` over those files, ``hostname``, ``echo``, ``exit N``); port-forward relays to a
+  real TCP upstream (by default a fake Ray dashboard that answers ``/api/version``;
+  ``dashboard_upstream="127.0.0.1:8266"`` relays to a real local Ray cluster instead);
+* bearer-token auth (401 without it).
+
+Controllers stand in for the kubelet, the scheduler, the DaemonSet/Deployment controllers, the device
+plugins and the KubeRay operator, from the nodes' labels, taints and allocatable: a DaemonSet runs only
+on nodes its selector, affinity and tolerations admit (so DESIRED 0 arises by itself); a pod is bound
+only to a node it fits, else it stays Pending with the scheduler's kind of message; a Ready NVIDIA/EFA
+plugin pod makes its node advertise ``nvidia.com/gpu``/``vpc.amazonaws.com/efa``; a Ready
+``kuberay-operator`` Deployment plus the RayCluster CRD turn a RayCluster into head and worker pods.
+State changes take ``delay_s`` seconds, so callers really wait.
+
+Use::
+
+    with standin("healthy", gpu_node_count=2, set_env=True) as s:   # KUBECONFIG points at it
+        plugins.devices(settings); kuberay.raycluster(settings)      # raytrain_helpers.targets.aws
+
+or from a shell (for headless notebook runs)::
+
+    python -m tests.fakes.k8s_standin.server --scenario healthy --kubeconfig /tmp/standin.kubeconfig
+    KUBECONFIG=/tmp/standin.kubeconfig papermill ... -p target aws
+
+Scenarios (:data:`SCENARIOS`): ``healthy`` (nothing installed yet; every step can succeed),
+``plugin-desired-0`` (the GPU nodes lack ``role=gpu-worker``: the plugin DaemonSets select no node),
+``pods-pending`` (plugins and operator installed, but the GPU nodes carry an extra ``dedicated`` taint),
+``head-never-ready`` (plugins and operator installed; the Ray head runs but never becomes Ready).
+
+What it does not do: TLS, watches, admission webhooks, the real scheduler's scoring, strategic-merge or
+JSON patches, CEL validation rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import copy
+import fnmatch
+import hashlib
+import http.server
+import json
+import os
+import random
+import re
+import select
+import signal
+import socket
+import string
+import struct
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TOKEN = "standin-token"
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+#: (group/version, plural) -> (kind, namespaced) for the built-in resources.
+BUILTIN: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "namespaces"): ("Namespace", False),
+    ("v1", "nodes"): ("Node", False),
+    ("v1", "pods"): ("Pod", True),
+    ("v1", "services"): ("Service", True),
+    ("v1", "serviceaccounts"): ("ServiceAccount", True),
+    ("v1", "configmaps"): ("ConfigMap", True),
+    ("v1", "events"): ("Event", True),
+    ("apps/v1", "daemonsets"): ("DaemonSet", True),
+    ("apps/v1", "deployments"): ("Deployment", True),
+    ("rbac.authorization.k8s.io/v1", "clusterroles"): ("ClusterRole", False),
+    ("rbac.authorization.k8s.io/v1", "clusterrolebindings"): ("ClusterRoleBinding", False),
+    ("rbac.authorization.k8s.io/v1", "roles"): ("Role", True),
+    ("rbac.authorization.k8s.io/v1", "rolebindings"): ("RoleBinding", True),
+    ("apiextensions.k8s.io/v1", "customresourcedefinitions"): ("CustomResourceDefinition", False),
+}
+
+#: Hardware of the instance types the stand-in can model: vCPU, GiB, GPUs, EFA interfaces.
+HARDWARE: dict[str, tuple[int, int, int, int]] = {
+    "m7i.xlarge": (4, 16, 0, 0),
+    "m7i.2xlarge": (8, 32, 0, 0),
+    "m5.xlarge": (4, 16, 0, 0),
+    "g5.12xlarge": (48, 192, 4, 1),
+    "g5.48xlarge": (192, 768, 8, 1),
+    "g6.8xlarge": (32, 128, 1, 1),
+    "g6.12xlarge": (48, 192, 4, 1),
+    "g6.24xlarge": (96, 384, 4, 1),
+    "g6.48xlarge": (192, 768, 8, 1),
+    "g6e.12xlarge": (48, 384, 4, 1),
+    "g6e.48xlarge": (192, 1536, 8, 4),
+    "p4d.24xlarge": (96, 1152, 8, 4),
+    "p4de.24xlarge": (96, 1152, 8, 4),
+    "p5.48xlarge": (192, 2048, 8, 32),
+    "p5e.48xlarge": (192, 2048, 8, 32),
+    "p5en.48xlarge": (192, 2048, 8, 16),
+    "p6-b200.48xlarge": (192, 2048, 8, 8),
+}
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "healthy": {},
+    "plugin-desired-0": {"gpu_role_label": False},
+    "pods-pending": {
+        "plugins_installed": True,
+        "operator_installed": True,
+        "extra_gpu_taint": {"key": "dedicated", "value": "ml-training", "effect": "NoSchedule"},
+    },
+    "head-never-ready": {"plugins_installed": True, "operator_installed": True, "head_never_ready": True},
+}
+
+DEFAULTS: dict[str, Any] = dict(
+    gpu_node_count=2,
+    gpu_node_type="g6.12xlarge",
+    system_node_type="m7i.xlarge",
+    zone="us-west-2a",
+    region="us-west-2",
+    gpu_nodegroup="gpu-efa",
+    gpu_role_label=True,
+    gpu_present_label=False,
+    node_instance_type_label=None,
+    efa_attached=True,
+    extra_gpu_taint=None,
+    plugins_installed=False,
+    chart_style_plugins=False,
+    operator_installed=False,
+    crd_dir=None,
+    head_never_ready=False,
+    plugin_crash=None,
+    delay_s=0.2,
+    preload=(),
+    files=None,
+    pod_files=None,
+    exec_handler=None,
+    dashboard_upstream=None,
+    ray_version="2.58.0",
+    context="standin",
+)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _rand(n: int = 5) -> str:
+    return "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(n))
+
+
+def _quantity(v: Any) -> float:
+    """Kubernetes quantity -> float (cores, bytes, counts): the stand-in's own parser."""
+    if v is None:
+        return 0.0
+    s = str(v).strip()
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", s)
+    if not m:
+        raise ValueError(f"bad quantity {v!r}")
+    num, suf = float(m.group(1)), m.group(2)
+    mult = {
+        "": 1,
+        "m": 1e-3,
+        "k": 1e3,
+        "M": 1e6,
+        "G": 1e9,
+        "T": 1e12,
+        "Ki": 1024,
+        "Mi": 1024**2,
+        "Gi": 1024**3,
+        "Ti": 1024**4,
+    }
+    if suf not in mult:
+        raise ValueError(f"bad quantity suffix {v!r}")
+    return num * mult[suf]
+
+
+def _status(code: int, message: str, reason: str = "") -> dict:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason
+        or {
+            400: "BadRequest",
+            401: "Unauthorized",
+            404: "NotFound",
+            409: "Conflict",
+            415: "UnsupportedMediaType",
+            422: "Invalid",
+        }.get(code, ""),
+        "code": code,
+    }
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+# ============================================================================================
+# Selectors, taints, scheduling (the stand-in's own implementation)
+# ============================================================================================
+
+
+def _split_selector(sel: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in sel:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def label_selector_matches(sel: str | None, labels: dict[str, str]) -> bool:
+    if not sel:
+        return True
+    for req in _split_selector(sel):
+        m = re.fullmatch(r"([^\s!=]+)\s+(in|notin)\s+\((.*)\)", req)
+        if m:
+            vals = {x.strip() for x in m.group(3).split(",")}
+            has = m.group(1) in labels and labels[m.group(1)] in vals
+            if (m.group(2) == "in") != has:
+                return False
+            continue
+        if "!=" in req:
+            k, v = req.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in req:
+            k, v = req.replace("==", "=").split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif req.startswith("!"):
+            if req[1:] in labels:
+                return False
+        elif req not in labels:
+            return False
+    return True
+
+
+def field_selector_matches(sel: str | None, obj: dict) -> bool:
+    if not sel:
+        return True
+    for req in sel.split(","):
+        neg = "!=" in req
+        k, v = req.split("!=" if neg else "=", 1)
+        cur: Any = obj
+        for part in k.strip().split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if ((cur or "") == v.strip()) == neg:
+            return False
+    return True
+
+
+def _node_labels(node: dict) -> dict[str, str]:
+    return node["metadata"].get("labels") or {}
+
+
+def _affinity_ok(pod_spec: dict, labels: dict[str, str]) -> bool:
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    terms = (
+        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+
+    def expr_ok(e):
+        k, op, vals = e["key"], e["operator"], e.get("values") or []
+        if op == "In":
+            return labels.get(k) in vals
+        if op == "NotIn":
+            return labels.get(k) not in vals
+        if op == "Exists":
+            return k in labels
+        if op == "DoesNotExist":
+            return k not in labels
+        return False
+
+    return any(all(expr_ok(e) for e in t.get("matchExpressions") or []) for t in terms)
+
+
+def _untolerated(pod_spec: dict, node: dict) -> list[dict]:
+    bad = []
+    for t in node.get("spec", {}).get("taints") or []:
+        if t["effect"] not in ("NoSchedule", "NoExecute"):
+            continue
+        ok = False
+        for tol in pod_spec.get("tolerations") or []:
+            if tol.get("effect") and tol["effect"] != t["effect"]:
+                continue
+            if not tol.get("key"):
+                ok = tol.get("operator") == "Exists"
+            elif tol["key"] == t["key"]:
+                ok = tol.get("operator") == "Exists" or tol.get("value", "") == t.get("value", "")
+            if ok:
+                break
+        if not ok:
+            bad.append(t)
+    return bad
+
+
+def _pod_requests(pod: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in pod["spec"].get("containers") or []:
+        for k, v in ((c.get("resources") or {}).get("requests") or {}).items():
+            out[k] = out.get(k, 0.0) + _quantity(v)
+    return out
+
+
+# ============================================================================================
+# The cluster state and its controllers
+# ============================================================================================
+
+
+class Cluster:
+    def __init__(self, opts: dict[str, Any]):
+        self.o = opts
+        self.lock = threading.RLock()
+        self.objects: dict[tuple[str, str, str, str], dict] = {}
+        self.rv = 1000
+        self.requests: list[tuple[str, str]] = []
+        self.applied: list[tuple[str, str, str]] = []  # (kind, namespace, name) in apply order
+        self.exec_log: list[tuple[str, list[str]]] = []
+        self.portforwards: list[tuple[str, int]] = []
+        self.hw: dict[str, dict[str, int]] = {}
+        self.dashboard_addr: tuple[str, int] | None = None
+        self._build()
+
+    # ---- storage ---------------------------------------------------------------------------
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def kind_info(self, gv: str, plural: str) -> tuple[str, bool] | None:
+        if (gv, plural) in BUILTIN:
+            return BUILTIN[(gv, plural)]
+        group, _, version = gv.rpartition("/")
+        for crd in self.list("apiextensions.k8s.io/v1", "customresourcedefinitions"):
+            s = crd.get("spec") or {}
+            if (
+                s.get("group") == group
+                and (s.get("names") or {}).get("plural") == plural
+                and any(v.get("name") == version and v.get("served", True) for v in s.get("versions") or [])
+            ):
+                return s["names"]["kind"], s.get("scope") == "Namespaced"
+        return None
+
+    def plural_of(self, gv: str, kind: str) -> str:
+        for (g, p), (k, _) in BUILTIN.items():
+            if g == gv and k == kind:
+                return p
+        group, _, version = gv.rpartition("/")
+        for crd in self.list("apiextensions.k8s.io/v1", "customresourcedefinitions"):
+            s = crd.get("spec") or {}
+            if s.get("group") == group and (s.get("names") or {}).get("kind") == kind:
+                return s["names"]["plural"]
+        raise KeyError(f"{gv} {kind}")
+
+    def put(self, obj: dict, *, plural: str | None = None) -> dict:
+        gv, kind = obj["apiVersion"], obj["kind"]
+        plural = plural or self.plural_of(gv, kind)
+        md = obj.setdefault("metadata", {})
+        md.setdefault("uid", str(uuid.uuid4()))
+        md.setdefault("creationTimestamp", _now())
+        md["resourceVersion"] = self._next_rv()
+        md.setdefault("generation", 1)
+        key = (gv, plural, md.get("namespace", ""), md["name"])
+        obj.setdefault("_t", time.monotonic())
+        self.objects[key] = obj
+        return obj
+
+    def get(self, gv: str, plural: str, ns: str, name: str) -> dict | None:
+        return self.objects.get((gv, plural, ns or "", name))
+
+    def list(self, gv: str, plural: str, ns: str | None = None) -> list[dict]:
+        return [
+            o
+            for (g, p, n, _), o in sorted(self.objects.items(), key=lambda kv: kv[0])
+            if g == gv and p == plural and (ns is None or n == ns)
+        ]
+
+    def remove(self, gv: str, plural: str, ns: str, name: str) -> dict | None:
+        obj = self.objects.pop((gv, plural, ns or "", name), None)
+        if obj is None:
+            return None
+        uid = obj["metadata"]["uid"]
+        # garbage collection of dependents (owner references), and of a namespace's content
+        for key, o in list(self.objects.items()):
+            owners = o["metadata"].get("ownerReferences") or []
+            if any(r.get("uid") == uid for r in owners):
+                self.remove(*key)
+            elif plural == "namespaces" and key[2] == name:
+                self.objects.pop(key, None)
+        if plural == "customresourcedefinitions":
+            s = obj.get("spec") or {}
+            gvs = {f"{s.get('group')}/{v.get('name')}" for v in s.get("versions") or []}
+            for key in [k for k in self.objects if k[0] in gvs and k[1] == s.get("names", {}).get("plural")]:
+                self.objects.pop(key, None)
+        return obj
+
+    # ---- initial state -----------------------------------------------------------------------
+    def _node(self, name: str, itype: str, labels: dict[str, str], taints: list[dict]) -> dict:
+        vcpus, mem_gib, gpus, efa = HARDWARE[itype]
+        max_pods = 58 if vcpus <= 8 else (110 if vcpus < 30 else 250)
+        cpu_m = int(vcpus * 1000 - 80 - 2.5 * max(vcpus - 4, 0))
+        mem_ki = int(mem_gib * 1024 * 1024 * 0.955 - (11 * max_pods + 355) * 1024)
+        self.hw[name] = {"gpus": gpus, "efa": efa if self.o["efa_attached"] else 0}
+        capacity = {"cpu": str(vcpus), "memory": f"{mem_gib * 1024 * 1024}Ki", "pods": str(max_pods)}
+        alloc = {"cpu": f"{cpu_m}m", "memory": f"{mem_ki}Ki", "pods": str(max_pods)}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": taints} if taints else {},
+            "status": {
+                "capacity": capacity,
+                "allocatable": alloc,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.5-eks", "osImage": "Amazon Linux 2023"},
+            },
+        }
+
+    def _build(self) -> None:
+        o = self.o
+        for ns in ("default", "kube-system", "kube-public"):
+            self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        sys_name = "ip-10-0-1-10.us-west-2.compute.internal"
+        base = {
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/region": o["region"],
+            "topology.kubernetes.io/zone": o["zone"],
+        }
+        self.put(
+            self._node(
+                sys_name,
+                o["system_node_type"],
+                {
+                    **base,
+                    "role": "system",
+                    "node.kubernetes.io/instance-type": o["system_node_type"],
+                    "eks.amazonaws.com/nodegroup": "system",
+                    "kubernetes.io/hostname": sys_name,
+                },
+                [],
+            )
+        )
+        for i in range(o["gpu_node_count"]):
+            name = f"ip-10-0-2-{20 + i}.us-west-2.compute.internal"
+            lab = {
+                **base,
+                "node.kubernetes.io/instance-type": o["node_instance_type_label"] or o["gpu_node_type"],
+                "eks.amazonaws.com/nodegroup": o["gpu_nodegroup"],
+                "kubernetes.io/hostname": name,
+            }
+            if o["gpu_role_label"]:
+                lab["role"] = "gpu-worker"
+            if o["gpu_present_label"]:
+                lab["nvidia.com/gpu.present"] = "true"
+            taints = [
+                {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": "aws.amazon.com/efa", "value": "true", "effect": "NoSchedule"},
+            ]
+            if o["extra_gpu_taint"]:
+                taints.append(dict(o["extra_gpu_taint"]))
+            node = self._node(name, o["gpu_node_type"], lab, taints)
+            self.put(node)
+        # what EKS runs before anything of ours
+        for n in self.list("v1", "nodes"):
+            nn = n["metadata"]["name"]
+            for app, cpu in (("aws-node", "25m"), ("kube-proxy", "100m")):
+                self._static_pod("kube-system", f"{app}-{_rand()}", nn, {"k8s-app": app}, {"cpu": cpu})
+        for _ in range(2):
+            self._static_pod(
+                "kube-system",
+                f"coredns-{_rand(9)}-{_rand()}",
+                sys_name,
+                {"k8s-app": "kube-dns"},
+                {"cpu": "100m", "memory": "70Mi"},
+            )
+        self._static_pod(
+            "kube-system",
+            f"metrics-server-{_rand(9)}-{_rand()}",
+            sys_name,
+            {"k8s-app": "metrics-server"},
+            {"cpu": "100m", "memory": "200Mi"},
+        )
+        if o["plugins_installed"]:
+            for ds in self._preinstalled_plugins():
+                self.put(ds)
+                ds["_t"] = time.monotonic() - 3600
+        if o["operator_installed"]:
+            self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kuberay-system"}})
+            dep = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {
+                    "name": "kuberay-operator",
+                    "namespace": "kuberay-system",
+                    "labels": {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/managed-by": "Helm"},
+                    "annotations": {"meta.helm.sh/release-name": "kuberay-operator"},
+                },
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
+                    "template": {
+                        "metadata": {"labels": {"app.kubernetes.io/name": "kuberay-operator"}},
+                        "spec": {
+                            "nodeSelector": {"role": "system"},
+                            "containers": [
+                                {
+                                    "name": "kuberay-operator",
+                                    "image": "quay.io/kuberay/operator:v1.4.0",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            }
+            self.put(dep)
+            dep["_t"] = time.monotonic() - 3600
+            self._install_crds()
+        for obj in o["preload"] or ():
+            obj = copy.deepcopy(obj)
+            ns = obj.get("metadata", {}).get("namespace")
+            if ns and not self.get("v1", "namespaces", "", ns):
+                self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            self.put(obj)
+        self.reconcile()
+
+    def _install_crds(self) -> None:
+        if self.o["crd_dir"]:
+            for f in sorted(Path(self.o["crd_dir"]).glob("ray.io_*.yaml")):
+                for crd in yaml.load_all(f.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+                    if crd:
+                        self.put(crd)
+            return
+        for kind, plural in (("RayCluster", "rayclusters"), ("RayJob", "rayjobs"), ("RayService", "rayservices")):
+            self.put(
+                {
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": f"{plural}.ray.io"},
+                    "spec": {
+                        "group": "ray.io",
+                        "scope": "Namespaced",
+                        "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                        "versions": [{"name": "v1", "served": True, "storage": True}],
+                    },
+                }
+            )
+
+    def _preinstalled_plugins(self) -> list[dict]:
+        tol = [
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+        ]
+        helm = self.o["chart_style_plugins"]
+        nv_spec: dict[str, Any] = {
+            "priorityClassName": "system-node-critical",
+            "tolerations": tol[:2] if helm else tol,
+            "containers": [{"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"}],
+        }
+        if helm:  # the chart's default affinity: NFD / GFD labels
+            nv_spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "feature.node.kubernetes.io/pci-10de.present",
+                                        "operator": "In",
+                                        "values": ["true"],
+                                    }
+                                ]
+                            },
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "feature.node.kubernetes.io/cpu-model.vendor_id",
+                                        "operator": "In",
+                                        "values": ["NVIDIA"],
+                                    }
+                                ]
+                            },
+                            {
+                                "matchExpressions": [
+                                    {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+                                ]
+                            },
+                        ]
+                    }
+                }
+            }
+        else:
+            nv_spec["nodeSelector"] = {"role": "gpu-worker"}
+        efa_spec = {
+            "priorityClassName": "system-node-critical",
+            "hostNetwork": True,
+            "tolerations": [tol[0], tol[2], tol[1]],
+            "nodeSelector": {"role": "gpu-worker"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "node.kubernetes.io/instance-type",
+                                        "operator": "In",
+                                        "values": sorted(k for k, v in HARDWARE.items() if v[3]),
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [
+                {
+                    "name": "aws-efa-k8s-device-plugin",
+                    "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/"
+                    "aws-efa-k8s-device-plugin:v0.5.21-eksbuild.13",
+                }
+            ],
+        }
+        out = []
+        for name, sel, spec in (
+            (
+                ("nvidia-device-plugin" if helm else "nvidia-device-plugin-daemonset"),
+                "nvidia-device-plugin-ds",
+                nv_spec,
+            ),
+            (
+                ("aws-efa-k8s-device-plugin" if helm else "aws-efa-k8s-device-plugin-daemonset"),
+                "aws-efa-k8s-device-plugin",
+                efa_spec,
+            ),
+        ):
+            md: dict[str, Any] = {"name": name, "namespace": "kube-system", "labels": {}}
+            if helm:
+                md["labels"]["app.kubernetes.io/managed-by"] = "Helm"
+                md["annotations"] = {"meta.helm.sh/release-name": name}
+            out.append(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "metadata": md,
+                    "spec": {
+                        "selector": {"matchLabels": {"name": sel}},
+                        "template": {"metadata": {"labels": {"name": sel}}, "spec": spec},
+                    },
+                }
+            )
+        return out
+
+    def _static_pod(self, ns: str, name: str, node: str, labels: dict, requests: dict) -> None:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "image": "eks/system", "resources": {"requests": requests}}],
+            },
+        }
+        self._set_running(pod, ready=True)
+        self.put(pod)
+
+    # ---- pods ------------------------------------------------------------------------------
+    def _set_running(
+        self,
+        pod: dict,
+        *,
+        ready: bool,
+        waiting: tuple[str, str] | None = None,
+        restarts: int = 0,
+        last_exit: dict | None = None,
+    ) -> None:
+        cs = []
+        for c in pod["spec"].get("containers") or []:
+            st: dict[str, Any] = {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "ready": ready,
+                "restartCount": restarts,
+                "started": waiting is None,
+            }
+            st["state"] = (
+                {"waiting": {"reason": waiting[0], "message": waiting[1]}}
+                if waiting
+                else {"running": {"startedAt": _now()}}
+            )
+            if last_exit:
+                st["lastState"] = {"terminated": last_exit}
+            cs.append(st)
+        flag = "True" if ready else "False"
+        pod["status"] = {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "podIP": f"10.0.{random.randint(2, 250)}.{random.randint(2, 250)}",
+            "startTime": _now(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": flag},
+                {"type": "Ready", "status": flag},
+            ],
+            "containerStatuses": cs,
+        }
+
+    def _new_pod(self, ns: str, name: str, template: dict, owner: dict, extra_labels: dict | None = None) -> dict:
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels.update(extra_labels or {})
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": owner["apiVersion"],
+                        "kind": owner["kind"],
+                        "name": owner["metadata"]["name"],
+                        "uid": owner["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": copy.deepcopy(template.get("spec") or {}),
+            "status": {"phase": "Pending", "conditions": []},
+        }
+        return self.put(pod)
+
+    def _free(self, node: dict) -> dict[str, float]:
+        free = {k: _quantity(v) for k, v in node["status"]["allocatable"].items()}
+        nn = node["metadata"]["name"]
+        for p in self.list("v1", "pods"):
+            if p["spec"].get("nodeName") == nn and p.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                for k, v in _pod_requests(p).items():
+                    free[k] = free.get(k, 0.0) - v
+        return free
+
+    def _schedule(self, pod: dict) -> None:
+        """Bind a pending pod to the first node it fits, or record why none fits (scheduler style)."""
+        nodes = self.list("v1", "nodes")
+        reasons: dict[str, int] = {}
+        req = _pod_requests(pod)
+        for n in nodes:
+            why = None
+            bad = _untolerated(pod["spec"], n)
+            if not _affinity_ok(pod["spec"], _node_labels(n)):
+                why = "node(s) didn't match Pod's node affinity/selector"
+            elif bad:
+                why = "node(s) had untolerated taint {" + f"{bad[0]['key']}: {bad[0].get('value', '')}" + "}"
+            else:
+                free = self._free(n)
+                short = [k for k, v in sorted(req.items()) if free.get(k, 0.0) + 1e-9 < v]
+                if short:
+                    why = f"Insufficient {short[0]}"
+            if why is None:
+                pod["spec"]["nodeName"] = n["metadata"]["name"]
+                pod["_bound"] = time.monotonic()
+                pod["status"] = {
+                    "phase": "Pending",
+                    "conditions": [{"type": "PodScheduled", "status": "True"}],
+                    "containerStatuses": [
+                        {
+                            "name": c["name"],
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"waiting": {"reason": "ContainerCreating"}},
+                        }
+                        for c in pod["spec"].get("containers") or []
+                    ],
+                }
+                pod["metadata"]["resourceVersion"] = self._next_rv()
+                return
+            reasons[why] = reasons.get(why, 0) + 1
+        msg = (
+            f"0/{len(nodes)} nodes are available: "
+            + ", ".join(f"{c} {r}" for r, c in sorted(reasons.items()))
+            + f". preemption: 0/{len(nodes)} nodes are available: {len(nodes)} Preemption is not helpful for "
+            f"scheduling."
+        )
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}],
+        }
+
+    def _advance_pod(self, pod: dict, *, role: str = "") -> None:
+        if not pod["spec"].get("nodeName"):
+            self._schedule(pod)
+            return
+        if pod.get("status", {}).get("phase") == "Running" and not pod.get("_pending_ready"):
+            return
+        if time.monotonic() - pod.get("_bound", 0) < self.o["delay_s"]:
+            return
+        image = " ".join(c.get("image", "") for c in pod["spec"].get("containers") or [])
+        crash = self.o["plugin_crash"]
+        if crash and "device-plugin" in image and crash in image:
+            self._set_running(
+                pod, ready=False, waiting=("CrashLoopBackOff", "back-off 5m0s restarting failed container"), restarts=5
+            )
+        elif role == "head" and self.o["head_never_ready"]:
+            self._set_running(
+                pod, ready=False, restarts=3, last_exit={"reason": "Error", "exitCode": 1, "finishedAt": _now()}
+            )
+        else:
+            self._set_running(pod, ready=True)
+        pod["metadata"]["resourceVersion"] = self._next_rv()
+
+    # ---- controllers -----------------------------------------------------------------------
+    def reconcile(self) -> None:
+        with self.lock:
+            self._daemonsets()
+            self._deployments()
+            self._kuberay()
+            for p in self.list("v1", "pods"):
+                if p.get("status", {}).get("phase") != "Running":
+                    role = (p["metadata"].get("labels") or {}).get("ray.io/node-type", "")
+                    self._advance_pod(p, role=role)
+            self._devices()
+            self._statuses()
+
+    def _owned(self, owner: dict) -> list[dict]:
+        uid = owner["metadata"]["uid"]
+        return [
+            p
+            for p in self.list("v1", "pods")
+            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+        ]
+
+    def _daemonsets(self) -> None:
+        for ds in self.list("apps/v1", "daemonsets"):
+            tmpl = ds["spec"]["template"]
+            pods = {p["spec"].get("nodeName"): p for p in self._owned(ds)}
+            desired = 0
+            for n in self.list("v1", "nodes"):
+                nn = n["metadata"]["name"]
+                ok = _affinity_ok(tmpl["spec"], _node_labels(n)) and not _untolerated(tmpl["spec"], n)
+                if ok:
+                    desired += 1
+                    if nn not in pods:
+                        h = hashlib.sha1(nn.encode()).hexdigest()[:5]
+                        pod = self._new_pod(ds["metadata"]["namespace"], f"{ds['metadata']['name']}-{h}", tmpl, ds)
+                        pod["spec"]["nodeName"] = nn
+                        pod["_bound"] = ds.get("_t", time.monotonic())
+                        self._advance_pod(pod)
+                elif nn in pods:
+                    self.remove("v1", "pods", pods[nn]["metadata"]["namespace"], pods[nn]["metadata"]["name"])
+            ds["_desired"] = desired
+
+    def _deployments(self) -> None:
+        for dep in self.list("apps/v1", "deployments"):
+            pods = self._owned(dep)
+            for _ in range(int(dep["spec"].get("replicas", 1)) - len(pods)):
+                pod = self._new_pod(
+                    dep["metadata"]["namespace"],
+                    f"{dep['metadata']['name']}-{_rand(9)}-{_rand()}",
+                    dep["spec"]["template"],
+                    dep,
+                )
+                if dep.get("_t", 0) < time.monotonic() - 3000:  # preinstalled: already running
+                    pod["_bound"] = dep["_t"]
+                self._schedule(pod)
+                if dep.get("_t", 0) < time.monotonic() - 3000 and pod["spec"].get("nodeName"):
+                    pod["_bound"] = dep["_t"]
+
+    def _operator_ready(self) -> bool:
+        for dep in self.list("apps/v1", "deployments"):
+            if (dep["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == "kuberay-operator":
+                return any(
+                    p.get("status", {}).get("phase") == "Running"
+                    and any(
+                        c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in p["status"].get("conditions") or []
+                    )
+                    for p in self._owned(dep)
+                )
+        return False
+
+    def _kuberay(self) -> None:
+        if self.kind_info("ray.io/v1", "rayclusters") is None or not self._operator_ready():
+            return
+        for rc in self.list("ray.io/v1", "rayclusters"):
+            name, ns = rc["metadata"]["name"], rc["metadata"]["namespace"]
+            pods = self._owned(rc)
+            base = {"ray.io/cluster": name, "app.kubernetes.io/created-by": "kuberay-operator"}
+            heads = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
+            if not heads:
+                self._new_pod(
+                    ns,
+                    f"{name}-head-{_rand()}",
+                    rc["spec"]["headGroupSpec"]["template"],
+                    rc,
+                    {**base, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
+                )
+            for g in rc["spec"].get("workerGroupSpecs") or []:
+                mine = [p for p in pods if p["metadata"]["labels"].get("ray.io/group") == g["groupName"]]
+                for _ in range(int(g.get("replicas", 0)) - len(mine)):
+                    self._new_pod(
+                        ns,
+                        f"{name}-{g['groupName']}-worker-{_rand()}",
+                        g["template"],
+                        rc,
+                        {**base, "ray.io/node-type": "worker", "ray.io/group": g["groupName"]},
+                    )
+
+    def _devices(self) -> None:
+        adv: dict[str, dict[str, int]] = {}
+        for p in self.list("v1", "pods", "kube-system"):
+            nn = p["spec"].get("nodeName")
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in p.get("status", {}).get("conditions") or []
+            )
+            if not nn or not ready:
+                continue
+            image = " ".join(c.get("image", "") for c in p["spec"].get("containers") or [])
+            if "k8s-device-plugin" in image and "nvidia" in image:
+                adv.setdefault(nn, {})["nvidia.com/gpu"] = self.hw.get(nn, {}).get("gpus", 0)
+            if "efa-k8s-device-plugin" in image:
+                adv.setdefault(nn, {})["vpc.amazonaws.com/efa"] = self.hw.get(nn, {}).get("efa", 0)
+        for n in self.list("v1", "nodes"):
+            nn = n["metadata"]["name"]
+            for res in ("nvidia.com/gpu", "vpc.amazonaws.com/efa"):
+                for part in ("allocatable", "capacity"):
+                    if res in adv.get(nn, {}):
+                        n["status"][part][res] = str(adv[nn][res])
+                    elif res in n["status"][part]:
+                        n["status"][part][res] = "0"  # the kubelet keeps the resource at 0 once registered
+
+    def _statuses(self) -> None:
+        def is_ready(p):
+            return any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in p.get("status", {}).get("conditions") or []
+            )
+
+        for ds in self.list("apps/v1", "daemonsets"):
+            pods = self._owned(ds)
+            ready = sum(1 for p in pods if is_ready(p))
+            ds["status"] = {
+                "currentNumberScheduled": len(pods),
+                "desiredNumberScheduled": ds.get("_desired", 0),
+                "numberMisscheduled": 0,
+                "numberReady": ready,
+                "numberAvailable": ready,
+                "updatedNumberScheduled": len(pods),
+                "observedGeneration": ds["metadata"].get("generation", 1),
+            }
+        for dep in self.list("apps/v1", "deployments"):
+            pods = self._owned(dep)
+            ready = sum(1 for p in pods if is_ready(p))
+            dep["status"] = {
+                "replicas": len(pods),
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "updatedReplicas": len(pods),
+                "observedGeneration": dep["metadata"].get("generation", 1),
+            }
+        for rc in self.list("ray.io/v1", "rayclusters") if self.kind_info("ray.io/v1", "rayclusters") else []:
+            pods = self._owned(rc)
+            workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+            want = sum(int(g.get("replicas", 0)) for g in rc["spec"].get("workerGroupSpecs") or [])
+            all_ready = pods and all(is_ready(p) for p in pods) and len(workers) >= want
+            rc["status"] = {
+                "state": "ready" if all_ready else "",
+                "desiredWorkerReplicas": want,
+                "readyWorkerReplicas": sum(1 for p in workers if is_ready(p)),
+                "availableWorkerReplicas": sum(1 for p in workers if is_ready(p)),
+                "observedGeneration": rc["metadata"].get("generation", 1),
+            }
+
+    # ---- exec ------------------------------------------------------------------------------
+    def files_of(self, pod: dict) -> dict[str, str]:
+        """The files a pod's exec can read: ``files`` (every pod) plus ``pod_files`` for this pod, keyed
+        by the pod's name or by the node it runs on (a callable ``pod -> {path: text}`` also works)."""
+        out = dict(self.o["files"] or {})
+        pf = self.o["pod_files"]
+        if callable(pf):
+            out.update(pf(copy.deepcopy(pod)) or {})
+        elif pf:
+            out.update(pf.get(pod["spec"].get("nodeName") or "", {}))
+            out.update(pf.get(pod["metadata"]["name"], {}))
+        return out
+
+    def run_exec(self, pod: dict, argv: list[str]) -> tuple[str, str, int]:
+        self.exec_log.append((pod["metadata"]["name"], list(argv)))
+        if self.o["exec_handler"]:
+            res = self.o["exec_handler"](copy.deepcopy(pod), list(argv))
+            if res is not None:
+                return res
+        cmd = (
+            argv[2]
+            if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"], ["/bin/bash", "-c"]) and len(argv) > 2
+            else " ".join(argv)
+        )
+        cmd = cmd.strip()
+        files = self.files_of(pod)
+        if cmd.startswith("fi_info") and "efa" in cmd:
+            wants_efa = _pod_requests(pod).get("vpc.amazonaws.com/efa", 0) > 0
+            if wants_efa:
+                out = "".join(
+                    f"provider: efa\n    fabric: efa\n    domain: rdmap{i}s0-rdm\n    version: 203.10\n"
+                    f"    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n"
+                    for i in range(1)
+                )
+                return out, "", 0
+            return "", "fi_getinfo: -61 (No data available)\n", 1
+        if cmd == "hostname":
+            return pod["metadata"]["name"] + "\n", "", 0
+        if cmd.startswith("echo "):
+            return cmd[5:].strip("'\"") + "\n", "", 0
+        listing = _LISTING.search(cmd) if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"]) else None
+        if listing:
+            # `sh -c 'for f in $G; do ... grep -qF -e "$N" "$f" ... M/F ...' NAME ARGS...`: list the files the
+            # glob matches, each tagged M (holds the needle) or F, as the real shell would in the pod
+            pos = argv[3:]  # $0, $1, ...
+            g, n = int(listing.group(1)), int(listing.group(2))
+            if len(pos) <= max(g, n):
+                return "", "sh: parameter not set\n", 2
+            pattern, needle = pos[g], pos[n]
+            out = "".join(
+                f"{'M' if needle in files[p] else 'F'}\t{p}\n" for p in sorted(files) if _glob_match(p, pattern)
+            )
+            return out, "", 0
+        words = argv if argv[:1] == ["cat"] else cmd.split()
+        if words[:1] == ["cat"]:
+            paths = [w for w in words[1:] if w != "--"]
+            if len(paths) != 1:
+                return "", "cat: the stand-in reads one file\n", 1
+            path = paths[0]
+            if path in files:
+                return files[path], "", 0
+            return "", f"cat: {path}: No such file or directory\n", 1
+        m = re.fullmatch(r"exit (\d+)", cmd)
+        if m:
+            return "", "", int(m.group(1))
+        return "", f"sh: 1: {cmd.split()[0] if cmd else ''}: not found\n", 127
+
+
+# ============================================================================================
+# Websocket framing (RFC 6455, server side)
+# ============================================================================================
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("websocket closed")
+        buf += chunk
+    return buf
+
+
+def ws_read(sock: socket.socket) -> tuple[int, bytes]:
+    b1, b2 = _recv_exact(sock, 2)
+    opcode, masked, length = b1 & 0x0F, b2 & 0x80, b2 & 0x7F
+    if length == 126:
+        length = struct.unpack(">H", _recv_exact(sock, 2))[0]
+    elif length == 127:
+        length = struct.unpack(">Q", _recv_exact(sock, 8))[0]
+    mask = _recv_exact(sock, 4) if masked else b""
+    data = _recv_exact(sock, length) if length else b""
+    if masked:
+        data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    return opcode, data
+
+
+def ws_write(sock: socket.socket, opcode: int, payload: bytes) -> None:
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([n])
+    elif n < 65536:
+        head += bytes([126]) + struct.pack(">H", n)
+    else:
+        head += bytes([127]) + struct.pack(">Q", n)
+    sock.sendall(head + payload)
+
+
+# ============================================================================================
+# HTTP
+# ============================================================================================
+
+#: The listing loop of raytrain_helpers.nccl.collect_pod_logs (any positional parameter numbers).
+_LISTING = re.compile(r'^for f in \$(\d); do .*grep -qF -e "\$(\d)" "\$f"', re.S)
+
+
+def _glob_match(path: str, pattern: str) -> bool:
+    """The shell's pathname expansion for one path: wildcards never cross '/', '*' skips dot files."""
+    ps, gs = path.split("/"), pattern.split("/")
+    return len(ps) == len(gs) and all(
+        fnmatch.fnmatchcase(p, g) and not (p.startswith(".") and not g.startswith("."))
+        for p, g in zip(ps, gs, strict=True)
+    )
+
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    rbufsize = 0  # unbuffered: websocket relays select() on the raw socket
+    disable_nagle_algorithm = True
+    server_version = "k8s-standin/1.0"
+    cluster: Cluster  # set on the subclass made per server
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def _send(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return _recv_exact(self.connection, n) if n else b""
+
+    @staticmethod
+    def _public(obj: dict) -> dict:
+        return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def _handle(self, method: str) -> None:
+        c = self.cluster
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        body = self._body() if method in ("PATCH", "POST", "PUT", "DELETE") else b""
+        c.requests.append((method, self.path))
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return self._send(401, _status(401, "Unauthorized"))
+        try:
+            if url.path == "/version":
+                return self._send(
+                    200, {"major": "1", "minor": "33", "gitVersion": "v1.33.5-eks-standin", "platform": "linux/amd64"}
+                )
+            m = _PATH.match(url.path)
+            if not m:
+                raise ApiError(404, "the server could not find the requested resource")
+            gv = "v1" if m.group("core") else f"{m.group('group')}/{m.group('version')}"
+            ns, plural, name, sub = m.group("ns"), m.group("plural"), m.group("name"), m.group("sub")
+            with c.lock:
+                c.reconcile()
+                info = c.kind_info(gv, plural)
+                if info is None:
+                    raise ApiError(404, "the server could not find the requested resource")
+                kind, namespaced = info
+                if sub in ("exec", "portforward") and plural == "pods" and method in ("GET", "POST"):
+                    pod = c.get("v1", "pods", ns, name)
+                    if pod is None:
+                        raise ApiError(404, f'pods "{name}" not found')
+                    if pod.get("status", {}).get("phase") != "Running":
+                        raise ApiError(400, f"pod {name} is not running (phase {pod['status'].get('phase')})")
+                    pod = copy.deepcopy(pod)
+                if sub not in (None, "status", "exec", "portforward"):
+                    raise ApiError(404, f"subresource {sub} is not served by the stand-in")
+                if sub is None or sub == "status":
+                    result = self._crud(method, gv, plural, kind, namespaced, ns, name, query, body)
+            if sub == "exec":
+                return self._exec(pod, query)
+            if sub == "portforward":
+                return self._portforward(pod, query)
+            code, payload = result
+            return self._send(code, payload)
+        except ApiError as e:
+            return self._send(e.code, _status(e.code, str(e)))
+        except Exception as e:  # a stand-in bug must be visible, not a hang
+            return self._send(500, _status(500, f"stand-in error: {type(e).__name__}: {e}"))
+
+    # ---- CRUD ------------------------------------------------------------------------------
+    def _crud(self, method, gv, plural, kind, namespaced, ns, name, query, body):
+        if namespaced and ns is None and name is not None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if method == "GET":
+            return self._get(gv, plural, kind, namespaced, ns, name, query)
+        if method == "PATCH":
+            obj = self._apply_body(gv, kind, namespaced, ns, name, query, body)
+            return self._apply(obj, gv, plural, kind, namespaced, ns, name, query)
+        if method == "DELETE":
+            return self._delete(gv, plural, ns, name)
+        raise ApiError(405, f"{method} is not served by the stand-in")
+
+    def _get(self, gv, plural, kind, namespaced, ns, name, query):
+        c = self.cluster
+        if name is None:
+            items = c.list(gv, plural, ns if namespaced else None)
+            ls = (query.get("labelSelector") or [""])[0]
+            fs = (query.get("fieldSelector") or [""])[0]
+            items = [
+                self._public(o)
+                for o in items
+                if label_selector_matches(ls, o["metadata"].get("labels") or {}) and field_selector_matches(fs, o)
+            ]
+            return 200, {
+                "kind": f"{kind}List",
+                "apiVersion": gv,
+                "metadata": {"resourceVersion": str(c.rv)},
+                "items": items,
+            }
+        obj = c.get(gv, plural, ns or "", name)
+        if obj is None:
+            raise ApiError(404, f'{plural} "{name}" not found')
+        return 200, self._public(obj)
+
+    def _apply_body(self, gv, kind, namespaced, ns, name, query, body) -> dict:
+        """The checked object of a server-side apply request."""
+        c = self.cluster
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype != "application/apply-patch+yaml":
+            raise ApiError(415, f"the stand-in only serves server-side apply, not {ctype!r}")
+        if not (query.get("fieldManager") or [""])[0]:
+            raise ApiError(400, "PATCH, fieldManager: Required value: is required for apply patch")
+        try:
+            text = body.decode()
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as e:
+            raise ApiError(400, f"error decoding YAML: {e}") from None
+        if not isinstance(obj, dict):
+            raise ApiError(400, "the body is not an object")
+        if obj.get("apiVersion") != gv or obj.get("kind") != kind:
+            raise ApiError(
+                400, f"the body's {obj.get('apiVersion')}/{obj.get('kind')} does not match the path ({gv}/{kind})"
+            )
+        md = obj.get("metadata") or {}
+        if md.get("name") != name:
+            raise ApiError(
+                400, f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})"
+            )
+        if namespaced:
+            if md.get("namespace", ns) != ns:
+                raise ApiError(400, "the namespace of the object does not match the namespace on the URL")
+            if c.get("v1", "namespaces", "", ns) is None:
+                raise ApiError(404, f'namespaces "{ns}" not found')
+        return obj
+
+    def _apply(self, obj, gv, plural, kind, namespaced, ns, name, query):
+        c = self.cluster
+        md = obj.get("metadata") or {}
+        self._validate(gv, plural, kind, obj)
+        manager = query["fieldManager"][0]
+        existing = c.get(gv, plural, ns or "", name)
+        new = copy.deepcopy(obj)
+        new["metadata"] = dict(md)
+        if namespaced:
+            new["metadata"]["namespace"] = ns
+        if existing is not None:
+            for k in ("uid", "creationTimestamp", "ownerReferences"):
+                if k in existing["metadata"]:
+                    new["metadata"][k] = existing["metadata"][k]
+            gen = existing["metadata"].get("generation", 1)
+            new["metadata"]["generation"] = gen + (1 if existing.get("spec") != new.get("spec") else 0)
+            for k, v in existing.items():
+                if k.startswith("_") or k == "status":
+                    new[k] = v
+            if kind == "Node":
+                new["status"] = existing.get("status")
+        new["metadata"]["managedFields"] = [{"manager": manager, "operation": "Apply", "time": _now()}]
+        c.put(new, plural=plural)
+        if existing is None:
+            new["_t"] = time.monotonic()
+        c.applied.append((kind, ns or "", name))
+        c.reconcile()
+        return (200 if existing is not None else 201), self._public(new)
+
+    def _delete(self, gv, plural, ns, name):
+        c = self.cluster
+        if name is None:
+            raise ApiError(405, "collection deletion is not served by the stand-in")
+        obj = c.remove(gv, plural, ns or "", name)
+        if obj is None:
+            raise ApiError(404, f'{plural} "{name}" not found')
+        c.reconcile()
+        return 200, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "kind": plural},
+        }
+
+    def _validate(self, gv: str, plural: str, kind: str, obj: dict) -> None:
+        """Custom resources against their CRD's openAPIV3Schema when the CRD carries one (as the API server)."""
+        group, _, version = gv.rpartition("/")
+        if not group or kind == "CustomResourceDefinition":
+            return
+        for crd in self.cluster.list("apiextensions.k8s.io/v1", "customresourcedefinitions"):
+            s = crd.get("spec") or {}
+            if s.get("group") != group or s.get("names", {}).get("plural") != plural:
+                continue
+            for v in s.get("versions") or []:
+                schema = (v.get("schema") or {}).get("openAPIV3Schema")
+                if v.get("name") == version and schema:
+                    import jsonschema
+
+                    cache = crd.setdefault("_validators", {})
+                    if version not in cache:
+                        cache[version] = jsonschema.Draft7Validator(schema)
+                    errs = sorted(cache[version].iter_errors(obj), key=lambda e: list(e.path))
+                    if errs:
+                        e = errs[0]
+                        raise ApiError(
+                            422,
+                            f'{kind}.{group} "{obj["metadata"]["name"]}" is invalid: '
+                            f"{'.'.join(map(str, e.path))}: {e.message}",
+                        )
+
+    # ---- websocket subresources --------------------------------------------------------------
+    def _upgrade(self) -> bool:
+        if (self.headers.get("Upgrade") or "").lower() != "websocket":
+            self._send(400, _status(400, "Upgrade request required"))
+            return False
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
+        self.end_headers()
+        self.close_connection = True
+        return True
+
+    def _close_ws(self) -> None:
+        with contextlib.suppress(OSError):
+            ws_write(self.connection, 0x8, struct.pack(">H", 1000))
+
+    def _exec(self, pod: dict, query: dict) -> None:
+        argv = query.get("command") or []
+        if not argv:
+            return self._send(400, _status(400, "you must specify at least 1 command"))
+        if not self._upgrade():
+            return
+        out, err, rc = self.cluster.run_exec(pod, argv)
+        sock = self.connection
+        if out:
+            ws_write(sock, 0x2, b"\x01" + out.encode())
+        if err:
+            ws_write(sock, 0x2, b"\x02" + err.encode())
+        status = (
+            {"metadata": {}, "status": "Success"}
+            if rc == 0
+            else {
+                "metadata": {},
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: {rc}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(rc)}]},
+            }
+        )
+        ws_write(sock, 0x2, b"\x03" + json.dumps(status).encode())
+        self._close_ws()
+
+    def _portforward(self, pod: dict, query: dict) -> None:
+        ports = [int(p) for p in ",".join(query.get("ports") or []).split(",") if p]
+        if len(ports) != 1:
+            return self._send(400, _status(400, "the stand-in forwards exactly one port"))
+        port = ports[0]
+        c = self.cluster
+        c.portforwards.append((pod["metadata"]["name"], port))
+        if not self._upgrade():
+            return
+        sock = self.connection
+        lo_hi = struct.pack("<H", port)
+        ws_write(sock, 0x2, b"\x00" + lo_hi)
+        ws_write(sock, 0x2, b"\x01" + lo_hi)
+        role = (pod["metadata"].get("labels") or {}).get("ray.io/node-type")
+        target = c.dashboard_addr if (role == "head" and port == 8265) else None
+        if target is None:
+            ws_write(
+                sock,
+                0x2,
+                b"\x01" + f"error forwarding port {port} to pod {pod['metadata']['name']}: connection refused".encode(),
+            )
+            return self._close_ws()
+        try:
+            up = socket.create_connection(target, timeout=5)
+        except OSError as e:
+            ws_write(sock, 0x2, b"\x01" + f"error forwarding port {port}: {e}".encode())
+            return self._close_ws()
+        try:
+            while True:
+                r, _, _ = select.select([sock, up], [], [], 30)
+                if not r:
+                    break
+                if sock in r:
+                    op, data = ws_read(sock)
+                    if op == 0x8:
+                        break
+                    if op == 0x9:
+                        ws_write(sock, 0xA, data)
+                    elif op == 0x2 and data:
+                        if data[0] == 0 and len(data) > 1:
+                            up.sendall(data[1:])
+                if up in r:
+                    chunk = up.recv(65536)
+                    if not chunk:
+                        self._close_ws()
+                        break
+                    ws_write(sock, 0x2, b"\x00" + chunk)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            up.close()
+
+
+# ============================================================================================
+# The fake Ray dashboard behind the head's 8265
+# ============================================================================================
+
+
+class _Dashboard(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    ray_version = "2.58.0"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_GET(self):
+        if self.path.startswith("/api/version"):
+            body = {
+                "version": "4",
+                "ray_version": self.ray_version,
+                "ray_commit": "standin",
+                "session_name": "session_standin",
+            }
+        elif self.path.startswith("/api/jobs/"):
+            body = []
+        else:
+            body = {"result": True, "msg": "stand-in dashboard", "path": self.path}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+# ============================================================================================
+# The public handle
+# ============================================================================================
+
+
+class StandIn:
+    """A running stand-in: ``.url``, ``.kubeconfig`` (a file), ``.cluster`` (the state, for assertions)."""
+
+    def __init__(
+        self,
+        scenario: str = "healthy",
+        *,
+        workdir: str | os.PathLike | None = None,
+        set_env: bool = False,
+        **options: Any,
+    ):
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown stand-in options {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        self.scenario = scenario
+        self.options = {**DEFAULTS, **SCENARIOS[scenario], **options}
+        self._workdir = workdir
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._set_env = set_env
+        self._old_env: str | None = None
+        self.cluster = Cluster(self.options)
+        self._servers: list[_Server] = []
+
+    def start(self) -> StandIn:
+        handler = type("BoundHandler", (Handler,), {"cluster": self.cluster})
+        srv = _Server(("127.0.0.1", 0), handler)
+        self._servers.append(srv)
+        threading.Thread(
+            target=srv.serve_forever, kwargs={"poll_interval": 0.05}, name="k8s-standin", daemon=True
+        ).start()
+        self.url = f"http://127.0.0.1:{srv.server_address[1]}"
+        up = self.options["dashboard_upstream"]
+        if up:
+            host, port = up.rsplit(":", 1)
+            self.cluster.dashboard_addr = (host, int(port))
+        else:
+            dash = _Server(("127.0.0.1", 0), type("Dash", (_Dashboard,), {"ray_version": self.options["ray_version"]}))
+            self._servers.append(dash)
+            threading.Thread(
+                target=dash.serve_forever, kwargs={"poll_interval": 0.05}, name="k8s-standin-dashboard", daemon=True
+            ).start()
+            self.cluster.dashboard_addr = ("127.0.0.1", dash.server_address[1])
+        if self._workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="k8s-standin-")
+            self._workdir = self._tmp.name
+        self.kubeconfig = str(Path(self._workdir) / "kubeconfig")
+        self.write_kubeconfig(self.kubeconfig)
+        if self._set_env:
+            self._old_env = os.environ.get("KUBECONFIG")
+            os.environ["KUBECONFIG"] = self.kubeconfig
+        return self
+
+    def write_kubeconfig(self, path: str | os.PathLike) -> str:
+        ctx = self.options["context"]
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": ctx,
+            "clusters": [{"name": ctx, "cluster": {"server": self.url}}],
+            "users": [{"name": "standin", "user": {"token": TOKEN}}],
+            "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": "standin"}}],
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
+        return str(path)
+
+    def stop(self) -> None:
+        for s in self._servers:
+            s.shutdown()
+            s.server_close()
+        self._servers.clear()
+        if self._set_env:
+            if self._old_env is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = self._old_env
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> StandIn:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- conveniences for assertions ---------------------------------------------------------
+    def objects(self, gv: str, plural: str, ns: str | None = None) -> list[dict]:
+        with self.cluster.lock:
+            self.cluster.reconcile()
+            return [copy.deepcopy(Handler._public(o)) for o in self.cluster.list(gv, plural, ns)]
+
+    def get(self, gv: str, plural: str, name: str, ns: str = "") -> dict | None:
+        with self.cluster.lock:
+            self.cluster.reconcile()
+            o = self.cluster.get(gv, plural, ns, name)
+            return copy.deepcopy(Handler._public(o)) if o else None
+
+    def gpu_nodes(self) -> list[str]:
+        """The GPU nodes' names, in order (keys for ``pod_files``)."""
+        return [
+            n["metadata"]["name"]
+            for n in self.objects("v1", "nodes")
+            if self.cluster.hw.get(n["metadata"]["name"], {}).get("gpus")
+        ]
+
+    def serve_files(
+        self,
+        pod_files: dict[str, dict[str, str]] | Callable[[dict], dict[str, str]] | None = None,
+        files: dict[str, str] | None = None,
+    ) -> None:
+        """Replace the files that exec's ``cat`` and listing read (``pod_files`` by node or pod name)."""
+        with self.cluster.lock:
+            self.cluster.o["pod_files"] = pod_files
+            if files is not None:
+                self.cluster.o["files"] = files
+
+    def mutate(self, fn: Callable[[Cluster], None]) -> None:
+        """Change the cluster under its lock (e.g. remove a taint mid-test)."""
+        with self.cluster.lock:
+            fn(self.cluster)
+            self.cluster.reconcile()
+
+
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+
+
+def ray_worker_logs(
+    nccl_text: str, marker: str, nodes: list[str], *, job_id: str = "02000000", gpus_per_node: int | None = None
+) -> dict[str, dict[str, str]]:
+    """``pod_files`` for the GPU nodes' worker pods: an NCCL_DEBUG=INFO log (lines ``host:pid:tid [dev] NCCL
+    ...``) laid out as Ray writes it - one ``worker-<id>-<job>-<pid>.out`` per training process under
+    /tmp/ray/session_latest/logs of the pod on that process's node, opening with the training worker's
+    ``[raytrain] marker=<marker> rank=<r>/<world>`` line, plus its ``.err`` sibling. Hosts are given to
+    ``nodes`` in order of first appearance; rank = node index x GPUs per node + the device index."""
+    per: dict[tuple[str, str], list[str]] = {}
+    dev: dict[tuple[str, str], int] = {}
+    hosts: list[str] = []
+    for ln in nccl_text.splitlines():
+        m = re.match(r"^([\w.-]+):(\d+):\d+ \[(\d+)\]", ln)
+        if not m:
+            continue
+        host, pid = m.group(1), m.group(2)
+        if host not in hosts:
+            hosts.append(host)
+        per.setdefault((host, pid), []).append(ln)
+        dev.setdefault((host, pid), int(m.group(3)))
+    if len(hosts) > len(nodes):
+        raise ValueError(f"the log has {len(hosts)} hosts, only {len(nodes)} nodes were given")
+    gpn = gpus_per_node or max(1, max((sum(1 for h, _ in per if h == x) for x in hosts), default=1))
+    world = len(per)
+    out: dict[str, dict[str, str]] = {n: {} for n in nodes}
+    for (host, pid), lines in sorted(per.items()):
+        i = hosts.index(host)
+        rank = i * gpn + dev[(host, pid)]
+        wid = hashlib.sha1(f"{marker}{host}{pid}".encode()).hexdigest()[:16]
+        stem = f"{RAY_LOGS}/worker-{wid}-{job_id}-{pid}"
+        out[nodes[i]][stem + ".out"] = (
+            f":job_id:{job_id}\n:actor_name:RayTrainWorker\n[raytrain] marker={marker} "
+            f"rank={rank}/{world} node={nodes[i]} host={host} pid={pid}\n" + "\n".join(lines) + "\n"
+        )
+        out[nodes[i]][stem + ".err"] = f":job_id:{job_id}\n:actor_name:RayTrainWorker\n"
+    return out
+
+
+@contextlib.contextmanager
+def standin(scenario: str = "healthy", **kw: Any):
+    s = StandIn(scenario, **kw)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run the Kubernetes API stand-in until interrupted.")
+    ap.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
+    ap.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig (set KUBECONFIG to it)")
+    ap.add_argument("--gpu-node-count", type=int, default=DEFAULTS["gpu_node_count"])
+    ap.add_argument("--gpu-node-type", default=DEFAULTS["gpu_node_type"], choices=sorted(HARDWARE))
+    ap.add_argument("--delay", type=float, default=1.0, help="seconds each state change takes")
+    ap.add_argument(
+        "--dashboard-upstream",
+        default=None,
+        metavar="HOST:PORT",
+        help="relay port-forwards to the head's 8265 here (e.g. a local Ray dashboard 127.0.0.1:8266)",
+    )
+    ap.add_argument("--crd-dir", default=None, help="load full CRDs (with schemas) from here when preinstalled")
+    ap.add_argument(
+        "--context",
+        default=DEFAULTS["context"],
+        help="the kubeconfig's context/cluster name (e.g. CLUSTER.REGION.eksctl.io, as eksctl writes)",
+    )
+    a = ap.parse_args(argv)
+    s = StandIn(
+        a.scenario,
+        workdir=str(Path(a.kubeconfig).parent),
+        gpu_node_count=a.gpu_node_count,
+        gpu_node_type=a.gpu_node_type,
+        delay_s=a.delay,
+        dashboard_upstream=a.dashboard_upstream,
+        crd_dir=a.crd_dir,
+        context=a.context,
+    )
+    s.start()
+    s.write_kubeconfig(a.kubeconfig)
+    print(f"k8s stand-in ({a.scenario}) at {s.url}; KUBECONFIG={a.kubeconfig}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    s.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

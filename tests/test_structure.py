@@ -1,0 +1,105 @@
+"""The package's shape, checked with kept tools and the AST: layered imports (import-linter), ruff lint and format,
+no function over 80 lines, no private name imported across modules, no text about how the work was organised."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "raytrain_helpers"
+SOURCES = sorted(PKG.rglob("*.py"))
+MAX_LINES = 80
+
+
+def _tool(name: str) -> list[str]:
+    exe = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if exe is None:
+        pytest.fail(f"{name} is not installed: it is part of the test extra (pip install -e '.[test]')")
+    return [exe]
+
+
+def test_imports_point_down_only():
+    """import-linter's contracts in pyproject.toml: layers (no back-edge, no cycle), and the worker stays apart."""
+    r = subprocess.run([*_tool("lint-imports"), "--no-cache"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "BROKEN" not in r.stdout
+
+
+def test_ruff_lint_and_format():
+    targets = ["raytrain_helpers", "tests", "benchmarks", "notebooks/make_notebooks.py"]
+    lint = subprocess.run([*_tool("ruff"), "check", *targets], cwd=REPO, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout[-4000:]
+    fmt = subprocess.run([*_tool("ruff"), "format", "--check", *targets], cwd=REPO, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout[-4000:]
+
+
+def _functions(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_no_function_over_80_lines():
+    long = []
+    for path in SOURCES:
+        for fn in _functions(ast.parse(path.read_text())):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > MAX_LINES:
+                long.append(f"{path.relative_to(REPO)}:{fn.lineno} {fn.name} ({n} lines)")
+    assert not long, long
+
+
+def test_no_private_name_crosses_a_module():
+    crossing = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raytrain_helpers")):
+                crossing += [f"{path.relative_to(REPO)}:{node.lineno} {a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in _imported_modules(path):
+                    crossing.append(f"{path.relative_to(REPO)}:{node.lineno} {base.id}.{node.attr}")
+    assert not crossing, crossing
+
+
+def _imported_modules(path: Path, cache: dict = {}) -> set[str]:  # noqa: B006 - a per-run cache
+    if path not in cache:
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raytrain_helpers")):
+                names |= {a.asname or a.name for a in node.names if (PKG / (a.name + ".py")).exists()
+                          or any(p.stem == a.name for p in SOURCES)}
+        cache[path] = names
+    return cache[path]
+
+
+def test_no_one_letter_module_aliases():
+    short = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                short += [f"{path.relative_to(REPO)}:{node.lineno} as {a.asname}" for a in node.names
+                          if a.asname and len(a.asname) == 1]
+    assert not short, short
+
+
+HISTORY = re.compile(r"\bissue\s*#?\d+\b|\bthe lead\b|another issue|has not delivered|\btransition shim\b", re.I)
+
+
+@pytest.mark.parametrize("folder", ["raytrain_helpers", "notebooks", "manifests"])
+def test_product_text_speaks_of_the_product(folder):
+    hits = []
+    for path in sorted((REPO / folder).rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".ipynb", ".j2", ".yaml", ".md"):
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if HISTORY.search(line):
+                    hits.append(f"{path.relative_to(REPO)}:{i}: {line.strip()[:100]}")
+    assert not hits, hits

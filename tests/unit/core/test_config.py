@@ -1,0 +1,208 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raytrain_helpers.core import config
+
+REPO_ENV = Path(__file__).resolve().parents[3] / "env.yaml"
+
+
+def load(**kw):
+    return config.load(REPO_ENV, environ=kw.pop("environ", {}), **kw)
+
+
+def test_env_yaml_loads_with_every_reference_variable(clean_env):
+    s = load()
+    flat = s.flat()
+    for env_sh, name in config.ENV_SH_NAMES.items():
+        assert name in flat, env_sh
+    assert s.versions.kuberay_version == "1.4.0"
+    assert s.versions.ray_version == "2.58.0"
+    assert s.versions.nvidia_device_plugin_version == "0.20.0"
+    assert s.versions.efa_device_plugin_version == "v0.5.32"
+    assert s.kubernetes.namespace == "ray-train"
+    assert s.target == "local"
+
+
+def test_flat_names_are_unique_and_resolvable():
+    assert len(config.FLAT_FIELDS) == len(set(config.FLAT_FIELDS))
+    for flat, (group, leaf) in config.FLAT_FIELDS.items():
+        assert config.resolve_key(flat) == (group, leaf)
+        assert config.resolve_key(config.env_var_name(flat)) == (group, leaf)
+        if group:
+            assert config.resolve_key(f"{group}.{leaf}") == (group, leaf)
+
+
+def test_precedence_defaults_file_override_env_param(tmp_path):
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"train": {"steps": 11, "seq_len": 64}, "gpu_node_count": 3}))
+    s = load(files=[over])
+    assert (s.train.steps, s.train.seq_len, s.aws.gpu_node_count) == (11, 64, 3)
+    s = load(files=[over], environ={"RAYTRAIN_STEPS": "12", "RAYTRAIN_GPU_NODE_COUNT": "4"})
+    assert (s.train.steps, s.aws.gpu_node_count, s.train.seq_len) == (12, 4, 64)
+    s = load(files=[over], environ={"RAYTRAIN_STEPS": "12"}, steps=13)
+    assert s.train.steps == 13
+    src = config.sources(s)
+    assert src["train.steps"].startswith("parameter")
+    assert "over.yaml" in src["train.seq_len"]
+
+
+def test_env_values_are_typed():
+    s = load(environ={"RAYTRAIN_LEARNING_RATE": "3e-4", "RAYTRAIN_NUM_WORKERS": "2", "RAYTRAIN_K8S_VERSION": "1.32"})
+    assert s.train.learning_rate == pytest.approx(3e-4)
+    assert s.train.num_workers == 2
+    assert s.aws.k8s_version == "1.32"
+
+
+@pytest.mark.parametrize(
+    "kw, field, fix",
+    [
+        (dict(steps=-1), "train.steps (STEPS)", "at least 1"),
+        (dict(namespace="Ray_Train"), "kubernetes.namespace (NAMESPACE)", "ray-train"),
+        (dict(ray_cluster_name="x" * 50), "kubernetes.ray_cluster_name (RAY_CLUSTER_NAME)", "at most 40"),
+        (dict(model_preset="huge"), "train.model_preset", "tiny, qwen2.5-1.5b"),
+        (dict(gpus_per_node=8), "gpus_per_node = 8", "set gpus_per_node: 4"),
+        (dict(gpu_node_type="m7i.xlarge", gpus_per_node=1), "gpu_node_type", "one of"),
+        (dict(region="mars-1"), "aws.region (REGION)", "us-west-2"),
+        (dict(target="gcp"), "target", "'local' or 'aws'"),
+        (
+            dict(dlc_image="public.ecr.aws/deep-learning-containers/ray:latest"),
+            "versions.dlc_image (DLC_IMAGE)",
+            "explicit tag",
+        ),
+        (dict(capacity_reservation_id="reservation-1"), "capacity_reservation_id", "cr-"),
+        (dict(bench_steps=2, bench_warmup_steps=2), "bench_warmup_steps", "smaller"),
+        (dict(gpu_az="eu-west-1a"), "gpu_az", "not in region"),
+        (dict(learning_rate=5), "train.learning_rate (LEARNING_RATE)", "between 0 and 1"),
+        (dict(temp_root="/tmp/" + "x" * 60), "temp_root", "107 bytes"),
+        (dict(model_id="Qwen/Qwen2.5-1.5B"), "train.model_id (MODEL_ID)", "never downloads"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_fix(kw, field, fix):
+    with pytest.raises(config.ConfigError) as e:
+        load(**kw)
+    msg = str(e.value)
+    assert field in msg, msg
+    assert fix in msg, msg
+
+
+def test_ray_version_must_equal_installed():
+    import ray
+
+    with pytest.raises(config.ConfigError) as e:
+        load(ray_version="2.57.0")
+    assert "RAY_VERSION" in str(e.value) and ray.__version__ in str(e.value)
+
+
+def test_unknown_setting_in_yaml_and_param(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  stepz: 3\n")
+    with pytest.raises(config.ConfigError, match="unknown setting train.stepz"):
+        load(files=[bad])
+    with pytest.raises(config.ConfigError, match="unknown setting 'stepz'"):
+        load(stepz=3)
+
+
+def test_settings_from_notebook_namespace():
+    ns = {
+        "target": None,
+        "steps": 3,
+        "run_name": "nb",
+        "env_file": str(REPO_ENV),
+        "unrelated": 1,
+        "override_files": None,
+    }
+    s = config.settings_from(ns)
+    assert s.train.steps == 3 and s.run_name == "nb" and s.target == "local"
+
+
+def test_expected_transport():
+    s = load()
+    assert s.expected_transport(0) == "none"
+    assert s.expected_transport(2) == "p2p"
+    assert load(target="aws").expected_transport() == "efa"
+    assert load(expect="socket").expected_transport(2) == "socket"
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["-p", "steps", "-1"], "train.steps (STEPS)"),
+        (["-p", "gpus_per_node", "3"], "gpus_per_node = 3"),
+        (["-p", "namespace", "UPPER"], "kubernetes.namespace"),
+    ],
+)
+def test_cli_exits_non_zero_naming_the_field(args, needle):
+    r = subprocess.run(
+        [sys.executable, "-m", "raytrain_helpers.cli", "config", "--env-file", str(REPO_ENV), *args],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr
+
+
+def test_bad_env_yaml_file_fails_with_field(tmp_path):
+    bad = tmp_path / "env.yaml"
+    bad.write_text(REPO_ENV.read_text().replace("gpu_node_count: 2", "gpu_node_count: 0"))
+    r = subprocess.run(
+        [sys.executable, "-m", "raytrain_helpers.cli", "config", "--env-file", str(bad)], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "aws.gpu_node_count (GPU_NODE_COUNT) = 0" in r.stderr and "env.yaml" in r.stderr
+
+
+def _field_infos():
+    """(dotted name, FieldInfo) of every field: the groups and every setting inside them."""
+    yield from config.Settings.model_fields.items()
+    for group, leaf in config.FLAT_FIELDS.values():
+        if group:
+            yield f"{group}.{leaf}", config.Settings.model_fields[group].annotation.model_fields[leaf]
+
+
+def test_every_setting_has_a_description():
+    missing = [name for name, info in _field_infos() if not (info.description or "").strip()]
+    assert not missing, f"settings without a docstring (the README table is generated from them): {missing}"
+    assert "-1 = split the visible GPUs" in config.LocalSettings.model_fields["gpus_per_worker_node"].description
+    assert "0 = every GPU" in config.TrainSettings.model_fields["num_workers"].description
+
+
+def test_field_docs_cover_every_setting_in_order():
+    docs = config.field_docs()
+    assert [d.flat for d in docs] == list(config.FLAT_FIELDS)
+    defaults = config.Settings().flat()
+    by_flat = {d.flat: d for d in docs}
+    for d in docs:
+        assert d.default == defaults[d.flat], d.flat
+        assert d.description and "\n" not in d.description, d.flat
+        assert d.env_sh == config.FLAT_TO_ENV_SH.get(d.flat, "")
+    assert by_flat["steps"].dotted == "train.steps" and by_flat["steps"].env_sh == "STEPS"
+    assert by_flat["target"].dotted == "target" and by_flat["target"].type == "local | aws"
+    assert (by_flat["steps"].type, by_flat["learning_rate"].type) == ("int", "float")
+    assert (by_flat["extra_pip"].type, by_flat["env"].type) == ("list[str]", "dict[str, str]")
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("5", 5),
+        ("3e-4", 3e-4),
+        ("1.0e-4", 1e-4),
+        ("true", True),
+        ("abc", "abc"),
+        ("[a", "[a"),
+        ("[1, 2]", [1, 2]),
+    ],
+)
+def test_coerce_scalar_reads_yaml_scalars(text, value):
+    assert config.coerce_scalar(text) == value
+
+
+def test_loaded_env_file_follows_overrides():
+    s = load()
+    assert config.loaded_env_file(s) == str(REPO_ENV)
+    assert config.loaded_env_file(config.with_overrides(s, steps=3)) == str(REPO_ENV)
+    assert config.loaded_env_file(config.Settings()) is None

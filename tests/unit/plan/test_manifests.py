@@ -1,0 +1,264 @@
+"""Every rendered manifest against the real schemas, across a matrix of env.yaml values.
+
+* core kinds (DaemonSet, Deployment, RBAC, Namespace...) with kubernetes-validate, strict, at the newest
+  Kubernetes minor it ships, and at the cluster's K8S_VERSION;
+* RayCluster / RayJob with jsonschema against the openAPIV3Schema of the KubeRay v1.4.0 CRDs in
+  ``<repo>/../shared/kuberay-crds`` (made strict: unknown fields are errors, as ``kubectl --validate=strict``);
+  their pod templates also as core ``PodTemplate`` objects;
+* :func:`plan.raycluster.check_raycluster` (the structural check the aws step runs before applying) passes for
+  every rendered cluster and fails for the broken ones the schema cannot see;
+* :func:`plan.manifests.render_all`: every object, one per file, in apply order.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raytrain_helpers.core import config
+from raytrain_helpers.plan import manifests, plugins, raycluster
+from raytrain_helpers.plan.kube_objects import quantity
+
+REPO = Path(__file__).resolve().parents[3]
+CRD_ROOT = REPO / "../shared/kuberay-crds"
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def cores(q) -> float:
+    return quantity(q)
+
+
+def gib(q) -> float:
+    return quantity(q) / 2**30
+
+
+def settings(**params):
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------
+
+
+def _strict(schema):
+    """Unknown fields become errors where the CRD does not preserve them."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if (
+            out.get("type") == "object"
+            and "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(x) for x in schema]
+    return schema
+
+
+@functools.cache
+def crd_validator(kind: str, kuberay_version: str = "1.4.0"):
+    d = CRD_ROOT / f"v{kuberay_version}"
+    if not d.is_dir():
+        pytest.skip(
+            f"KubeRay CRDs not found at {d.resolve()} (CI clones the repo with shared/ beside it); "
+            f"the RayCluster/RayJob schema checks need them"
+        )
+    plural = {"RayCluster": "rayclusters", "RayJob": "rayjobs"}[kind]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load((d / f"ray.io_{plural}.yaml").read_text(), Loader=loader)
+    (ver,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema = _strict(ver["schema"]["openAPIV3Schema"])
+    return jsonschema.Draft7Validator(schema)
+
+
+def crd_errors(obj) -> list[str]:
+    v = crd_validator(obj["kind"])
+    return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in v.iter_errors(obj)]
+
+
+K8S_LATEST = kubernetes_validate.utils.latest_version()
+
+
+def core_errors(obj, version=K8S_LATEST) -> list[str]:
+    try:
+        kubernetes_validate.validate(obj, version, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{obj['kind']}: {e.message}"]
+    return []
+
+
+def pod_templates(obj):
+    spec = obj["spec"]
+    if obj["kind"] == "RayJob":
+        spec = spec["rayClusterSpec"]
+    yield "head", spec["headGroupSpec"]["template"]
+    for g in spec["workerGroupSpecs"]:
+        yield g["groupName"], g["template"]
+
+
+def validate_all(s) -> None:
+    rendered = manifests.render_all(s)
+    for name, obj in rendered:
+        if obj["apiVersion"].startswith("ray.io/"):
+            errs = crd_errors(obj)
+            for part, tmpl in pod_templates(obj):
+                pt = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"x-{part}"}, "template": tmpl}
+                errs += core_errors(pt) + core_errors(pt, s.aws.k8s_version)
+        else:
+            errs = core_errors(obj) + core_errors(obj, s.aws.k8s_version)
+        assert not errs, f"{name}: {errs}"
+    rc = dict(rendered)[next(n for n, _ in rendered if "-raycluster-" in n)]
+    assert raycluster.check_raycluster(rc, s) == []
+    job = [o for n, o in rendered if o["kind"] == "RayJob"][0]
+    assert raycluster.check_rayjob(job, s) == []
+
+
+# --------------------------------------------------------------------------------------------
+# The matrix: 1-4 nodes x every known GPU instance type (4 and 8 GPUs) + a 1-GPU type
+# --------------------------------------------------------------------------------------------
+
+MATRIX = [(t, n) for t in sorted(config.INSTANCE_TYPES) for n in (1, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("itype,nodes", MATRIX)
+def test_raycluster_matrix_validates(itype, nodes):
+    gpus = config.INSTANCE_TYPES[itype]["gpus"]
+    s = settings(gpu_node_type=itype, gpus_per_node=gpus, gpu_node_count=nodes)
+    rc = raycluster.render_raycluster(s)
+    assert crd_errors(rc) == []
+    assert raycluster.check_raycluster(rc, s) == []
+    g = rc["spec"]["workerGroupSpecs"][0]
+    assert (g["replicas"], g["minReplicas"], g["maxReplicas"]) == (nodes, nodes, nodes)
+    assert g["rayStartParams"]["num-gpus"] == str(gpus)
+    assert raycluster.parse_ray_resources(g["rayStartParams"]["resources"]) == {"train_slot": gpus}
+    c = g["template"]["spec"]["containers"][0]
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == str(config.INSTANCE_TYPES[itype]["efa"])
+    # what the sizing leaves for the node's daemons is real room, never negative
+    shape = raycluster.gpu_node_shape(itype)
+    assert cores(c["resources"]["limits"]["cpu"]) <= shape.allocatable_cpu_m / 1000 - 1
+    assert gib(c["resources"]["limits"]["memory"]) <= shape.allocatable_mem_gib - 2
+
+
+@pytest.mark.parametrize("itype,nodes", [("g6.12xlarge", 2), ("p5en.48xlarge", 4), ("g5.48xlarge", 1)])
+def test_every_rendered_object_validates(itype, nodes):
+    gpus = config.INSTANCE_TYPES[itype]["gpus"]
+    validate_all(settings(gpu_node_type=itype, gpus_per_node=gpus, gpu_node_count=nodes))
+
+
+def test_one_gpu_instance_type(monkeypatch):
+    # g6.8xlarge: 1 L4, 32 vCPU, 128 GiB, 1 EFA interface (EFA-capable, on the plugin's allowlist)
+    monkeypatch.setitem(
+        config.INSTANCE_TYPES, "g6.8xlarge", dict(gpus=1, gpu_model="L4", gpu_mem_gib=24, vcpus=32, mem_gib=128, efa=1)
+    )
+    s = settings(gpu_node_type="g6.8xlarge", gpus_per_node=1, gpu_node_count=3)
+    validate_all(s)
+    rc = raycluster.render_raycluster(s)
+    assert rc["spec"]["workerGroupSpecs"][0]["rayStartParams"]["num-gpus"] == "1"
+
+
+def test_nccl_settings_reach_the_workers():
+    s = settings(debug="WARN", env={"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET"})
+    rc = raycluster.render_raycluster(s)
+    env = {e["name"]: e["value"] for e in rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["FI_PROVIDER"] == "efa" and env["NCCL_NET_PLUGIN"] == "ofi"
+    assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker0,pod-id-link0"
+    assert crd_errors(rc) == [] and raycluster.check_raycluster(rc, s) == []
+
+
+def _worker(rc):
+    return rc["spec"]["workerGroupSpecs"][0]
+
+
+def test_missing_efa_request_fails_the_check():
+    s = settings()
+    rc = raycluster.render_raycluster(s)
+    c = _worker(rc)["template"]["spec"]["containers"][0]
+    for part in ("requests", "limits"):
+        del c["resources"][part]["vpc.amazonaws.com/efa"]
+    problems = raycluster.check_raycluster(rc, s)
+    assert any("vpc.amazonaws.com/efa must be requested" in p and "TCP sockets" in p for p in problems), problems
+    assert crd_errors(rc) == []  # the schema cannot see it: that is why the structural check exists
+
+
+def test_schema_validators_are_not_vacuous():
+    s = settings()
+    rc = raycluster.render_raycluster(s)
+    bad = copy.deepcopy(rc)
+    _worker(bad)["replicas"] = "two"
+    assert any("replicas" in e for e in crd_errors(bad))
+    bad = copy.deepcopy(rc)
+    bad["spec"]["headGroupSpec"]["rayStartParam"] = {}  # a typo: unknown field
+    assert any("rayStartParam" in e for e in crd_errors(bad))
+    bad = copy.deepcopy(rc)
+    bad["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "6379"
+    assert crd_errors(bad)
+    ds = plugins.render_plugins(s)[0]
+    ds2 = copy.deepcopy(ds)
+    ds2["spec"]["template"]["spec"]["tolerations"][0]["keyy"] = "x"
+    assert core_errors(ds2) and not core_errors(ds)
+    job = raycluster.render_rayjob(s)
+    job2 = copy.deepcopy(job)
+    job2["spec"]["shutdownAfterJobFinishes"] = "yes"
+    assert crd_errors(job2) and raycluster.check_rayjob(job2, s)
+
+
+def test_rayjob_carries_the_same_cluster_spec():
+    s = settings(gpu_node_count=3, extra_pip=["einops==0.8.1"])
+    job = raycluster.render_rayjob(s, working_dir="s3://bucket/raytrain/job.zip", submission_mode="HTTPMode")
+    rc = raycluster.render_raycluster(s)
+    assert job["spec"]["rayClusterSpec"] == rc["spec"]
+    assert job["spec"]["entrypoint"] == "python -m raytrain_helpers.entrypoint --config job_config.json"
+    assert job["spec"]["submissionMode"] == "HTTPMode" and job["spec"]["shutdownAfterJobFinishes"] is True
+    renv = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert renv == {"working_dir": "s3://bucket/raytrain/job.zip", "pip": ["einops==0.8.1"]}
+    assert crd_errors(job) == [] and raycluster.check_rayjob(job, s) == []
+    with pytest.raises(ValueError):
+        raycluster.render_rayjob(s, submission_mode="SidecarModeX")
+
+
+def test_operator_manifest_is_pinned():
+    s = settings(kuberay_version="1.4.0")
+    objs = raycluster.render_operator(s)
+    dep = [o for o in objs if o["kind"] == "Deployment"][0]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "quay.io/kuberay/operator:v1.4.0"
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"role": "system"}
+    for o in objs:
+        assert core_errors(o) == []
+
+
+# --------------------------------------------------------------------------------------------
+# render_all / write_all
+# --------------------------------------------------------------------------------------------
+
+
+def test_render_all_order_and_names():
+    names = [n for n, _ in manifests.render_all(settings())]
+    kinds = [o["kind"] for _, o in manifests.render_all(settings())]
+    assert len(names) == len(set(names))
+    assert kinds.index("Namespace") < kinds.index("Deployment") < kinds.index("RayCluster")
+    assert names[-1].startswith("alternatives/") and kinds[-1] == "RayJob"
+    assert any(n.endswith("-raycluster-raytrain.yaml") for n in names)
+    assert names == sorted(names[:-1]) + [names[-1]]  # file order = apply order
+    assert [n for n, _ in manifests.render_all(settings(), include_alternatives=False)] == names[:-1]
+
+
+def test_write_all_writes_one_object_per_file(tmp_path):
+    paths = manifests.write_all(settings(), tmp_path / "out")
+    assert [str(p.relative_to(tmp_path / "out")) for p in paths] == [n for n, _ in manifests.render_all(settings())]
+    text = paths[0].read_text()
+    assert text.startswith(manifests.HEADER) and len([d for d in yaml.safe_load_all(text) if d]) == 1

@@ -1,0 +1,53 @@
+import json
+
+import pytest
+
+from raytrain_helpers.clients import rayjobs
+from raytrain_helpers.core import config
+from raytrain_helpers.steps import train, verify
+
+LOGS = """\
+[36m(RayTrainWorker pid=11)[0m [train] step 1/3 loss=6.9303 step_time=0.204s tokens/s=1257 peak_mem=573MiB
+[36m(RayTrainWorker pid=11)[0m [train] step 2/3 loss=6.9450 step_time=0.052s tokens/s=4895 peak_mem=577MiB
+[36m(RayTrainWorker pid=11)[0m [train] SUCCESS rank=0/2
+[36m(RayTrainWorker pid=11)[0m [train] SUCCESS rank=0/2
+RAYTRAIN_RESULT {"ok": true, "metrics": {"step": 3}}
+"""
+
+
+def test_parse_steps_and_result():
+    steps = rayjobs.parse_steps(LOGS)
+    assert [s["step"] for s in steps] == [1, 2] and steps[1]["tokens_per_s"] == 4895
+    assert rayjobs.parse_result(LOGS) == {"ok": True, "metrics": {"step": 3}}
+    assert rayjobs.parse_result("no result here") == {}
+
+
+def test_success_ranks_counts_each_rank_once():
+    ranks, world = verify.success_ranks(LOGS)
+    assert ranks == {0} and world == 2
+
+
+def test_job_config_and_env(clean_env, repo_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path))
+    s = config.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, steps=3,
+               run_name="unit")
+    s = config.with_overrides(s, env={"NCCL_SOCKET_IFNAME": "^lo,docker0"})
+    cfg = train.job_config(s, marker="abc")
+    assert cfg["steps"] == 3 and cfg["marker"] == "abc" and cfg["use_gpu"] is False
+    assert cfg["model"] == config.PRESETS["tiny"]
+    assert cfg["storage_path"] == str(tmp_path / "unit" / "storage")
+    env = train.worker_env(s, {"NCCL_P2P_DISABLE": "1"})
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker0"
+    assert env["NCCL_P2P_DISABLE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    wd = train.stage_working_dir(s, cfg)
+    assert (wd / "raytrain_helpers" / "worker" / "train.py").is_file()
+    assert (wd / "raytrain_helpers" / "worker" / "entrypoint.py").is_file()
+    assert json.loads((wd / "job_config.json").read_text())["marker"] == "abc"
+    assert not list(wd.rglob("__pycache__"))
+
+
+def test_aws_needs_remote_storage(clean_env, repo_root):
+    s = config.load(repo_root / "env.yaml", environ={}, target="aws")
+    with pytest.raises(config.ConfigError, match="s3://"):
+        train.storage_path(s)
+    assert train.storage_path(config.with_overrides(s, storage_path="s3://b/p")) == "s3://b/p"

@@ -1,0 +1,502 @@
+"""targets.aws.kuberay: the RayCluster step, status, job server, teardown and 06's infrastructure rows, against the
+Kubernetes API stand-in.
+
+The stand-in serves the real REST paths, server-side apply and the exec/portforward websockets, so the
+client code runs unchanged. What only the stand-in (not a real EKS) proves: the KubeRay operator's
+behaviour (pods from the RayCluster), the kubelet/device-plugin registration and the scheduler's choices
+are simulated from the nodes' labels, taints and allocatable.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from raytrain_helpers.clients import kubernetes as kube
+from raytrain_helpers.core import config
+from raytrain_helpers.plan import raycluster as plan
+from raytrain_helpers.targets.aws import kuberay
+from tests.fakes.k8s_standin import standin
+
+REPO = Path(__file__).resolve().parents[4]
+QUIET = lambda *a: None  # noqa: E731
+FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
+SHORT = dict(timeout_s=0.8, poll_s=0.05, log=QUIET)
+READY = dict(plugins_installed=True, delay_s=0.1)  # GPUs/EFA already allocatable (notebook 03 done)
+READY_OP = dict(READY, operator_installed=True)  # ... and the KubeRay operator already there
+
+
+def settings(**params):
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+
+def names(st, ns="ray-train"):
+    return sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", ns))
+
+
+def rows_by_name(rows):
+    assert [n for n, _, _ in rows] == [kuberay.INFRA_GPU, kuberay.INFRA_EFA, kuberay.INFRA_FI, kuberay.INFRA_PODS]
+    return {n: (ok, ev) for n, ok, ev in rows}
+
+
+# --------------------------------------------------------------------------------------------
+# raycluster (notebook 04)
+# --------------------------------------------------------------------------------------------
+
+
+def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_crds_dir):
+    # without helm the operator is installed from the release's CRD files (../shared/kuberay-crds)
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.raycluster(s, **FAST)
+        assert r.ok, (r.message, r.problems, r.diagnosis)
+        assert r.state == "ready"
+        roles = {p["role"]: p for p in r.pods}
+        assert roles["head"]["instance_type"] == "m7i.xlarge"
+        workers = [p for p in r.pods if p["role"] == "worker"]
+        assert len(workers) == 2 and {w["instance_type"] for w in workers} == {"g6.12xlarge"}
+        assert len({w["node"] for w in workers}) == 2 and all(w["zone"] == "us-west-2a" for w in workers)
+        kinds = [k for k, _, _ in st.cluster.applied]
+        assert kinds.index("CustomResourceDefinition") < kinds.index("Deployment") < kinds.index("RayCluster")
+        assert kinds.index("Namespace", kinds.index("Deployment")) < kinds.index("RayCluster")
+        # the operator landed on the system node
+        op_pods = st.objects("v1", "pods", "kuberay-system")
+        assert [p["spec"]["nodeName"] for p in op_pods] == [roles["head"]["node"]]
+        first = names(st)
+        gen = st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train")["metadata"]["generation"]
+        # again: nothing is recreated, the applied spec is unchanged
+        r2 = kuberay.raycluster(s, **FAST)
+        assert r2.ok and names(st) == first
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train")["metadata"]["generation"] == gen
+        assert "already installed" in r2.install_method
+        r2.show()
+    out = capsys.readouterr().out
+    assert "Pod placement" in out and "m7i.xlarge" in out
+
+
+def test_the_crd_schema_is_enforced_by_the_standin():
+    """With the full v1.4.0 CRDs installed, an invalid RayCluster is refused with HTTP 422 (as by EKS)."""
+    s = settings()
+    crds = REPO / "../shared/kuberay-crds/v1.4.0"
+    if not crds.is_dir():
+        pytest.skip(f"KubeRay CRDs not found at {crds.resolve()}")
+    with standin("healthy", set_env=True, operator_installed=True, crd_dir=str(crds), **READY):
+        client = kube.api_client(s)
+        kube.apply(client, plan.render_namespace(s))
+        rc = plan.render_raycluster(s)
+        rc["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
+        with pytest.raises(kube.K8sError, match="HTTP 422"):
+            kube.apply(client, rc)
+        assert kuberay.raycluster(s, **FAST).ok  # the rendered one is accepted
+        client.close()
+
+
+def test_changed_spec_needs_assume_yes():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        before = names(st)
+        s2 = settings(debug="TRACE")
+        r = kuberay.raycluster(s2, **FAST)
+        assert not r.ok and "different spec" in r.message and "assume_yes=True" in r.problems[0]
+        assert names(st) == before
+        r = kuberay.raycluster(s2, assume_yes=True, **FAST)
+        assert r.ok, (r.message, r.diagnosis)
+        after = names(st)
+        assert len(after) == 3 and not set(after) & set(before)
+
+
+def test_missing_plugins_fail_fast_before_anything_is_applied():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05) as st:  # notebook 03 skipped
+        t0 = time.monotonic()
+        r = kuberay.raycluster(s, **FAST)
+        assert time.monotonic() - t0 < 3
+        assert not r.ok and "nothing was applied" in r.message
+        text = "\n".join(r.problems)
+        assert "nvidia.com/gpu free 0 of allocatable 0, needs 4" in text and "notebook 03" in text
+        assert st.cluster.applied == []
+
+
+def test_taint_on_gpu_nodes_is_named_before_apply():
+    s = settings()
+    with standin("pods-pending", set_env=True, delay_s=0.05) as st:
+        r = kuberay.raycluster(s, **FAST)
+        assert not r.ok
+        text = "\n".join(r.problems)
+        assert "untolerated taint dedicated=ml-training:NoSchedule" in text
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
+
+        # the taint removed, the same step succeeds
+        def untaint(c):
+            for n in c.list("v1", "nodes"):
+                n["spec"]["taints"] = [t for t in n["spec"].get("taints") or [] if t["key"] != "dedicated"]
+
+        st.mutate(untaint)
+        assert kuberay.raycluster(s, **FAST).ok
+
+
+def test_pending_pods_are_diagnosed_with_the_taint():
+    """A RayCluster applied before the nodes got tainted: its pods stay Pending; status + diagnosis say why."""
+    s = settings()
+    rc = plan.render_raycluster(s)
+    with standin("pods-pending", set_env=True, delay_s=0.05, preload=[rc]):
+        # the operator makes the pods, then the head's container starts after delay_s
+        w = kube.wait_for(
+            lambda: (lambda r: (any(p["role"] == "head" and p["phase"] == "Running" for p in r.pods), r))(
+                kuberay.status(s)
+            ),
+            timeout_s=3,
+            interval_s=0.05,
+        )
+        assert w.ok
+        r = w.value
+        assert not r.ok
+        phases = {p["role"]: p["phase"] for p in r.pods}
+        assert phases == {"head": "Running", "worker": "Pending"}
+        client = kube.api_client(s)
+        pods = kuberay.cluster_pods(client, s)
+        nodes = kube.list_objects(client, "v1", "Node")
+        diag = "\n".join(kuberay.diagnose_cluster(client, s, pods, nodes, {}))
+        client.close()
+    assert "untolerated taint {dedicated: ml-training}" in diag  # the scheduler's words
+    assert "untolerated taint dedicated=ml-training:NoSchedule" in diag  # which node, which taint
+    assert "Fix: the nodes carry a taint" in diag
+
+
+def test_head_never_ready_times_out_with_a_diagnosis():
+    s = settings()
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        r = kuberay.raycluster(s, timeout_s=1.0, poll_s=0.05, log=QUIET)
+    assert not r.ok and "not ready after" in r.message
+    text = "\n".join(r.diagnosis)
+    assert "head pod" in text and "not Ready" in text and "restarts 3" in text and "RAY_VERSION" in text
+    assert [p["phase"] for p in r.pods if p["role"] == "worker"] == ["Running", "Running"]
+
+
+def test_kuberay_stops_waiting_on_a_crash_looping_head():
+    s = settings()
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        t0 = time.monotonic()
+        r = kuberay.raycluster(s, timeout_s=120, poll_s=0.5, log=QUIET)
+    assert time.monotonic() - t0 < 15
+    assert not r.ok and "a pod is crash-looping" in r.message
+    assert any("restarted 3 times without becoming Ready (last exit: Error 1)" in d for d in r.diagnosis)
+
+
+@pytest.mark.parametrize(
+    "status,why",
+    [
+        (
+            {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "c", "restartCount": 9}],
+            },
+            "",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    {"name": "c", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+                ]
+            },
+            "container c CrashLoopBackOff (restarts 1)",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    {"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}
+                ]
+            },
+            "",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    {"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+                ]
+            },
+            "",
+        ),
+        (
+            {"containerStatuses": [{"name": "c", "restartCount": 4, "ready": False}]},
+            "container c restarted 4 times without becoming Ready",
+        ),
+    ],
+)
+def test_crash_looping(status, why):
+    assert kuberay.crash_looping({"status": status}) == why
+
+
+def test_broken_manifest_is_never_applied(monkeypatch):
+    s = settings()
+    real = plan.render_raycluster
+
+    def no_shm(settings):
+        rc = real(settings)
+        rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["volumes"] = []
+        return rc
+
+    monkeypatch.setattr(kuberay, "render_raycluster", no_shm)
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.raycluster(s, **FAST)
+        assert not r.ok and any("/dev/shm" in p for p in r.problems)
+        assert st.cluster.applied == []
+
+
+def test_operator_without_helm_or_crds_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(kuberay, "crd_dir", lambda settings: None)
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.raycluster(s, **FAST)
+        assert not r.ok and "CRDs are not installed" in r.message and "kubectl apply --server-side" in r.message
+        assert st.cluster.applied == []
+
+
+def test_operator_with_helm(tmp_path, monkeypatch):
+    log = tmp_path / "helm.log"
+    exe = tmp_path / "bin" / "helm"
+    exe.parent.mkdir()
+    exe.write_text(
+        f"#!{sys.executable}\nimport json,sys\nopen({str(log)!r},'a').write(json.dumps(sys.argv[1:])+'\\n')\n"
+    )
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    s = settings()
+    with standin("healthy", set_env=True, **READY):
+        r = kuberay.raycluster(s, **SHORT)
+    args = json.loads(log.read_text().splitlines()[0])
+    assert args[:4] == ["upgrade", "--install", "kuberay-operator", "kuberay-operator"]
+    assert args[args.index("--version") + 1] == "1.4.0"
+    assert args[args.index("--namespace") + 1] == "kuberay-system" and "--create-namespace" in args
+    assert args[args.index("--repo") + 1] == "https://ray-project.github.io/kuberay-helm/"
+    # the fake helm installs nothing: the step says so instead of waiting for pods
+    assert not r.ok and "operator not ready" in r.message
+    assert any("not found" in d for d in r.diagnosis)
+
+
+def test_operator_version_reads_the_image_tag():
+    dep = {"spec": {"template": {"spec": {"containers": [{"image": "quay.io/kuberay/operator:v1.4.0"}]}}}}
+    assert kuberay.operator_version(dep) == "v1.4.0"
+    assert kuberay.operator_version({"spec": {"template": {"spec": {"containers": [{"image": "reg:5000/op"}]}}}}) == ""
+    assert kuberay.operator_version(None) == ""
+
+
+def test_gpus_held_by_other_pods_are_named():
+    """A second RayCluster under another name holds the GPUs: the preflight names it instead of blaming plugins."""
+    s = settings()
+    other = plan.render_raycluster(settings(ray_cluster_name="old-cluster"))
+    with standin("healthy", set_env=True, preload=[other], **READY_OP) as st:
+        w = kube.wait_for(
+            lambda: (sum(p["status"]["phase"] == "Running" for p in st.objects("v1", "pods", "ray-train")) == 3, None),
+            timeout_s=3,
+            interval_s=0.05,
+        )
+        assert w.ok
+        r = kuberay.raycluster(s, **FAST)
+    assert not r.ok
+    text = "\n".join(r.problems)
+    assert "held by old-cluster-gpu-efa-worker-" in text and "notebook 03" not in text
+
+
+# --------------------------------------------------------------------------------------------
+# job server (port-forward)
+# --------------------------------------------------------------------------------------------
+
+
+def test_job_server_forwards_to_the_head_dashboard():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        with kuberay.job_server(s) as url:
+            assert url.startswith("http://127.0.0.1:")
+            port = int(url.rsplit(":", 1)[1])
+            for _ in range(3):  # several connections, each its own port-forward stream
+                with urllib.request.urlopen(url + "/api/version", timeout=5) as resp:
+                    body = json.loads(resp.read())
+            assert body["ray_version"] == "2.58.0"
+            head = kuberay.head_pod(s)["metadata"]["name"]
+            assert st.cluster.portforwards[-3:] == [(head, 8265)] * 3
+        with socket.socket() as sock:  # closed on exit
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_job_server_needs_a_ready_head():
+    s = settings()
+    with standin("healthy", set_env=True, **READY):
+        with pytest.raises(kube.K8sError, match="no Ray head pod.*notebook 04"):
+            with kuberay.job_server(s):
+                pass
+    with standin("head-never-ready", set_env=True, delay_s=0.05):
+        kuberay.raycluster(s, **SHORT)
+        with pytest.raises(kube.K8sError, match="not Ready"):
+            with kuberay.job_server(s):
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# teardown
+# --------------------------------------------------------------------------------------------
+
+
+def test_teardown_deletes_in_order_and_verifies(kuberay_crds_dir):
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        r = kuberay.teardown(s)
+        assert not r.ok and "assume_yes=True" in r.message
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is not None
+        r = kuberay.teardown(s, assume_yes=True, timeout_s=3, poll_s=0.05, log=QUIET)
+        assert r.ok, r.deleted
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
+        assert st.objects("apps/v1", "deployments") == []
+        assert st.get("v1", "namespaces", "ray-train") is None and st.get("v1", "namespaces", "kube-system")
+        assert st.get("apiextensions.k8s.io/v1", "customresourcedefinitions", "rayclusters.ray.io") is None
+        assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2  # plugins are not kuberay's
+        deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
+        assert deletes.index(next(p for p in deletes if "/rayclusters/" in p)) < deletes.index(
+            next(p for p in deletes if "/deployments/" in p)
+        )
+        assert kuberay.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=QUIET).ok  # idempotent
+
+
+# --------------------------------------------------------------------------------------------
+# 06's infrastructure rows
+# --------------------------------------------------------------------------------------------
+
+
+def test_infra_criteria_pass_on_a_healthy_cluster_and_read_fi_info_in_every_worker():
+    s = settings()
+    with standin("healthy", set_env=True, **READY_OP) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        n0 = len(st.cluster.exec_log)
+        rows = rows_by_name(kuberay.infra_criteria(s))
+        assert rows[kuberay.INFRA_GPU] == (True, "2 GPU node(s) advertise nvidia.com/gpu=4")
+        assert rows[kuberay.INFRA_EFA] == (True, "2 GPU node(s) advertise vpc.amazonaws.com/efa >= 1 (1, 1)")
+        assert rows[kuberay.INFRA_FI] == (True, "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)")
+        assert rows[kuberay.INFRA_PODS] == (True, "head Ready, workers Running 2/2")
+        execs = st.cluster.exec_log[n0:]
+        assert sorted(p for p, _ in execs) == kuberay.worker_pods(s)
+        assert all(argv == ["fi_info", "-p", "efa"] for _, argv in execs)
+
+
+def test_infra_criteria_fail_with_the_evidence():
+    s = settings()
+    # no EFA interfaces on the nodes: the plugin advertises 0; no RayCluster yet: nothing to exec in
+    with standin("healthy", set_env=True, **READY_OP, efa_attached=False):
+        rows = rows_by_name(kuberay.infra_criteria(s))
+    assert rows[kuberay.INFRA_GPU][0] is True
+    assert rows[kuberay.INFRA_EFA] == (
+        False,
+        "vpc.amazonaws.com/efa: ip-10-0-2-20.us-west-2.compute.internal=0, ip-10-0-2-21.us-west-2.compute.internal=0",
+    )
+    assert rows[kuberay.INFRA_FI] == (False, "no Running worker pod to run fi_info in. Fix: run notebook 04")
+    assert rows[kuberay.INFRA_PODS] == (False, "head missing, workers Running 0/2")
+    # fewer GPU nodes than GPU_NODE_COUNT; GPUS_PER_NODE differing from what the nodes advertise
+    with standin("healthy", set_env=True, **READY_OP, gpu_node_count=1, gpu_node_type="g6.48xlarge"):
+        rows = rows_by_name(kuberay.infra_criteria(s))
+    ok, ev = rows[kuberay.INFRA_GPU]
+    assert not ok and "nvidia.com/gpu: ip-10-0-2-20.us-west-2.compute.internal=8 (GPUS_PER_NODE 4)" in ev
+    assert "only 1 role=gpu-worker node(s), GPU_NODE_COUNT = 2" in ev
+    # one node's worker pod where libfabric finds no EFA device: fi_info fails there, and says so
+    second = "ip-10-0-2-21.us-west-2.compute.internal"
+    with standin(
+        "healthy",
+        set_env=True,
+        **READY_OP,
+        exec_handler=lambda pod, argv: (
+            ("", "fi_getinfo: -61 (No data available)\n", 1)
+            if argv[0] == "fi_info" and pod["spec"].get("nodeName") == second
+            else None
+        ),
+    ) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        rows = rows_by_name(kuberay.infra_criteria(s))
+        (bad,) = [
+            p["metadata"]["name"] for p in st.objects("v1", "pods", "ray-train") if p["spec"]["nodeName"] == second
+        ]
+    ok, ev = rows[kuberay.INFRA_FI]
+    assert not ok and ev.startswith(f"{bad}: exit 1: fi_getinfo: -61 (No data available). Fix: ")
+
+
+def test_infra_criteria_without_an_api_fail_every_row(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    rows = kuberay.infra_criteria(settings())
+    assert len(rows) == 4 and all(not ok and "no kubeconfig at" in ev for _, ok, ev in rows)
+
+
+@pytest.mark.parametrize(
+    "text,ok,evidence",
+    [
+        (
+            "provider: efa\n    fabric: efa\n    domain: rdmap0s31-rdm\n    version: 122.0\n    type: FI_EP_RDM\n"
+            "    protocol: FI_PROTO_EFA\nprovider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n"
+            "    version: 122.0\n    type: FI_EP_DGRAM\n    protocol: FI_PROTO_EFA\n",
+            True,
+            "provider efa, FI_EP_RDM (rdmap0s31-dgrm, rdmap0s31-rdm)",
+        ),
+        (
+            "provider: efa\n    fabric: efa\n    domain: rdmap0s31-dgrm\n    type: FI_EP_DGRAM\n",
+            False,
+            "providers efa, no FI_EP_RDM endpoint",
+        ),
+        ("provider: tcp;ofi_rxm\n    fabric: 10.0.0.0/16\n    type: FI_EP_RDM\n", False, "providers tcp;ofi_rxm"),
+        ("", False, "no provider listed"),
+    ],
+)
+def test_fi_info_parser(text, ok, evidence):
+    assert kuberay.fi_info_efa(text) == (ok, evidence)
+
+
+def _node(name, gpus, efa):
+    return dict(name=name, gpus=gpus, efa=efa)
+
+
+def test_infra_rows_from_node_facts():
+    """The GPU/EFA/pods rows alone, without an API: what each criterion reads and says."""
+    s = settings()  # 2 nodes of 4 GPUs
+    good = [_node("a", 4, 1), _node("b", 4, 2)]
+    assert kuberay.gpu_row(good, s) == (kuberay.INFRA_GPU, True, "2 GPU node(s) advertise nvidia.com/gpu=4")
+    assert kuberay.efa_row(good, s) == (
+        kuberay.INFRA_EFA,
+        True,
+        "2 GPU node(s) advertise vpc.amazonaws.com/efa >= 1 (1, 2)",
+    )
+    assert kuberay.gpu_row([_node("a", 4, 1)], s)[1:] == (
+        False,
+        "1 GPU node(s) advertise nvidia.com/gpu=4; only 1 role=gpu-worker node(s), GPU_NODE_COUNT = 2",
+    )
+    assert kuberay.efa_row([_node("a", 4, 1), _node("b", 4, 0)], s) == (
+        kuberay.INFRA_EFA,
+        False,
+        "vpc.amazonaws.com/efa: b=0",
+    )
+    assert kuberay.efa_row([], s)[1:] == (
+        False,
+        "no node labelled role=gpu-worker; only 0 role=gpu-worker node(s), GPU_NODE_COUNT = 2",
+    )
+
+    def pod(name, role, phase, ready=False):
+        conditions = [{"type": "Ready", "status": "True"}] if ready else []
+        return {
+            "metadata": {"name": name, "labels": {"ray.io/node-type": role}},
+            "status": {"phase": phase, "conditions": conditions},
+        }
+
+    pods = [pod("h", "head", "Running", True), pod("w1", "worker", "Running"), pod("w2", "worker", "Pending")]
+    assert kuberay.pods_row(pods, s) == (kuberay.INFRA_PODS, False, "head Ready, workers Running 1/2 (w2 Pending)")
+    assert kuberay.pods_row(pods[:2] + [pod("w2", "worker", "Running")], s)[1] is True

@@ -1,0 +1,82 @@
+"""The moto server helper the notebooks run against: other processes reach the added APIs over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+
+from tests.fakes.aws import moto_ext  # noqa: E402
+from tests.fakes.aws.fixtures import REPO, SECRETS, make_settings  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+PROBE = r"""
+import boto3, json
+ec2 = boto3.client("ec2")
+sq = boto3.client("service-quotas")
+out = {
+  "quota": sq.get_service_quota(ServiceCode="ec2", QuotaCode="L-DB2E81BA")["Quota"]["Value"],
+  "scores": ec2.get_spot_placement_scores(InstanceTypes=["g6.12xlarge"], TargetCapacity=2,
+      TargetCapacityUnitType="units", SingleAvailabilityZone=True, RegionNames=["us-west-2"])["SpotPlacementScores"],
+}
+cr = ec2.create_capacity_reservation(InstanceType="g6.12xlarge", InstancePlatform="Linux/UNIX",
+      AvailabilityZone="us-west-2a", InstanceCount=2)["CapacityReservation"]["CapacityReservationId"]
+ec2.cancel_capacity_reservation(CapacityReservationId=cr)
+out["states"] = [c["State"] for c in ec2.describe_capacity_reservations()["CapacityReservations"]]
+print(json.dumps(out))
+"""
+
+
+def test_another_process_sees_the_seeded_apis_over_http(srv):
+    moto_ext.set_spot_scores("us-west-2", "g6.12xlarge", {"us-west-2a": 7})
+    env = {**os.environ, **srv.env}
+    assert env["AWS_ENDPOINT_URL"] == srv.endpoint and srv.endpoint.startswith("http://127.0.0.1:")
+    r = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["quota"] == 192.0
+    assert out["scores"] == [{"Region": "us-west-2", "AvailabilityZoneId": "usw2-az2", "Score": 7}]
+    assert out["states"] == ["cancelled"]
+    # the state lives in this process, where the server thread runs
+    assert [c["State"] for c in moto_ext.FAKE.all_reservations("us-west-2")] == ["cancelled"]
+
+
+def test_cli_in_a_subprocess_honours_aws_endpoint_url(srv, tmp_path):
+    make_settings(tmp_path)
+    env = {**os.environ, **srv.env, "PYTHONPATH": str(REPO)}
+    base = [sys.executable, "-m", "raytrain_helpers.cli"]
+    common = ["--env-file", str(tmp_path / "env.yaml"), "--target", "aws"]
+    r = subprocess.run(
+        base + ["capacity", *common, "--regions", "us-west-2", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["recommendation"]["region"] == "us-west-2"
+    assert (tmp_path / "runs" / "tutorial" / "placement.json").is_file()
+    r = subprocess.run(base + ["cluster", "plan", *common], env=env, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert "nothing was created" in r.stdout and srv.eksctl_calls() == []
+    for secret in SECRETS:
+        assert secret not in r.stdout + r.stderr
+
+
+def test_environment_is_restored_after_the_server(tmp_path):
+    from tests.fakes.aws.moto_env import FAKES_DIR, moto_server
+
+    before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "PATH", "KUBECONFIG")}
+    with moto_server() as s:
+        assert os.environ["AWS_ENDPOINT_URL"] == s.endpoint
+        assert os.environ["PATH"].split(os.pathsep)[0] == str(FAKES_DIR)
+        assert (FAKES_DIR / "eksctl").is_file()
+    assert {k: os.environ.get(k) for k in before} == before

@@ -1,0 +1,250 @@
+"""targets.aws.plugins: the device-plugin step, status and teardown against the Kubernetes API stand-in."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raytrain_helpers.core import config
+from raytrain_helpers.targets.aws import plugins
+from tests.fakes.k8s_standin import standin
+
+REPO = Path(__file__).resolve().parents[4]
+QUIET = lambda *a: None  # noqa: E731
+FAST = dict(timeout_s=3, poll_s=0.05, log=QUIET)
+#: for runs that are meant to time out
+SHORT = dict(timeout_s=0.7, poll_s=0.05, log=QUIET)
+
+
+def settings(**params):
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch, tmp_path):
+    """By default no helm on PATH (the rendered-manifest path); tests that want helm add a fake one."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    yield
+
+
+def fake_helm(tmp_path: Path, monkeypatch) -> Path:
+    """A `helm` that records its argv and the values files it is given, and succeeds."""
+    log = tmp_path / "helm.log"
+    exe = tmp_path / "bin" / "helm"
+    exe.parent.mkdir()
+    exe.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+vals = [open(args[i + 1]).read() for i, a in enumerate(args) if a == "-f"]
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"args": args, "values": vals}}) + "\\n")
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    return log
+
+
+def helm_calls(log: Path) -> list[dict]:
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_healthy_install_waits_for_allocatable():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.3) as st:
+        r = plugins.devices(s, **FAST)
+        assert r.ok, (r.message, r.diagnosis)
+        assert r.install_method.startswith("rendered manifests")
+        assert [row["gpus"] for row in r.nodes] == [4, 4] and all(row["efa"] >= 1 for row in r.nodes)
+        assert {d["name"]: d["desired"] for d in r.daemonsets} == {
+            "nvidia-device-plugin-daemonset": 2,
+            "aws-efa-k8s-device-plugin-daemonset": 2,
+        }
+        # it really waited: the stand-in's plugins register 0.3 s after the apply
+        assert r.elapsed_s >= 0.25
+        applied = [(k, n) for k, _, n in st.cluster.applied]
+        assert applied == [
+            ("DaemonSet", "nvidia-device-plugin-daemonset"),
+            ("DaemonSet", "aws-efa-k8s-device-plugin-daemonset"),
+        ]
+        # idempotent: a second run re-applies and changes nothing
+        pods_before = sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system"))
+        r2 = plugins.devices(s, **FAST)
+        assert r2.ok
+        assert sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system")) == pods_before
+        st_ = plugins.status(s)
+        assert st_.ok and len(st_.nodes) == 2
+
+
+def test_gpu_nodes_without_role_label_give_desired_0_and_say_why():
+    s = settings()
+    with standin("plugin-desired-0", set_env=True, delay_s=0.05):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    assert {d["desired"] for d in r.daemonsets} == {0}
+    text = "\n".join(r.diagnosis)
+    assert "DESIRED 0" in text
+    assert "lacks the label role=gpu-worker" in text
+    assert "label role=gpu-worker (nodeSelector) missing" in text
+
+
+def test_plugins_stop_waiting_when_the_daemonsets_cannot_reach_the_nodes():
+    s = settings()
+    with standin("plugin-desired-0", set_env=True, delay_s=0.05):
+        t0 = time.monotonic()
+        r = plugins.devices(s, timeout_s=120, poll_s=1, log=QUIET)
+    assert time.monotonic() - t0 < 15
+    assert not r.ok and "stopped waiting" in r.message
+    assert any("lacks the label role=gpu-worker" in d for d in r.diagnosis)
+    # plugins that are merely slow are waited for
+    with standin("healthy", set_env=True, delay_s=1.5):
+        r = plugins.devices(s, timeout_s=30, poll_s=0.2, log=QUIET)
+    assert r.ok and r.elapsed_s >= 1.4
+
+
+def test_instance_type_outside_the_efa_allowlist():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, node_instance_type_label="p6-b200.48xlarge"):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    desired = {d["name"]: d["desired"] for d in r.daemonsets}
+    assert desired == {"nvidia-device-plugin-daemonset": 2, "aws-efa-k8s-device-plugin-daemonset": 0}
+    text = "\n".join(r.diagnosis)
+    assert "EFA device plugin" in text and "p6-b200.48xlarge is not in the EFA plugin's allowlist" in text
+    assert "NVIDIA device plugin: DaemonSet" not in text
+
+
+def test_helm_path_pins_chart_versions_and_diagnoses_the_gpu_present_label(tmp_path, monkeypatch):
+    log = fake_helm(tmp_path, monkeypatch)
+    s = settings()
+    # the charts as a default-values helm install leaves them: NVIDIA's affinity wants nvidia.com/gpu.present
+    with standin("healthy", set_env=True, delay_s=0.05, plugins_installed=True, chart_style_plugins=True):
+        r = plugins.devices(s, **SHORT)
+    calls = helm_calls(log)
+    assert [c["args"][:3] for c in calls] == [
+        ["upgrade", "--install", "nvidia-device-plugin"],
+        ["upgrade", "--install", "aws-efa-k8s-device-plugin"],
+    ]
+    nv, efa = calls
+    assert nv["args"][nv["args"].index("--version") + 1] == "0.20.0"
+    assert efa["args"][efa["args"].index("--version") + 1] == "v0.5.32"
+    assert nv["args"][nv["args"].index("--repo") + 1] == "https://nvidia.github.io/k8s-device-plugin"
+    assert efa["args"][efa["args"].index("--repo") + 1] == "https://aws.github.io/eks-charts"
+    for c in calls:
+        assert c["args"][c["args"].index("--namespace") + 1] == "kube-system"
+        assert c["args"][c["args"].index("--kube-context") + 1] == "standin"
+    nv_values = yaml.safe_load(nv["values"][0])
+    assert nv_values["nodeSelector"] == {"role": "gpu-worker"} and nv_values["affinity"] is None
+    assert {t["key"] for t in yaml.safe_load(efa["values"][0])["tolerations"]} == {
+        "nvidia.com/gpu",
+        "aws.amazon.com/efa",
+    }
+    assert r.install_method.startswith("helm charts")
+    assert not r.ok  # the fake helm changed nothing: the pre-existing chart-style NVIDIA DS stays at 0
+    text = "\n".join(r.diagnosis)
+    assert "nvidia.com/gpu.present label is missing" in text
+
+
+def test_crashing_plugin_is_reported():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, plugin_crash="nvidia"):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    text = "\n".join(r.diagnosis)
+    assert "CrashLoopBackOff" in text and "accelerated (NVIDIA) AMI" in text
+
+
+def test_nodes_without_efa_interfaces():
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, efa_attached=False):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    assert [row["efa"] for row in r.nodes] == [0, 0] and [row["gpus"] for row in r.nodes] == [4, 4]
+    assert any("efaEnabled: true" in d for d in r.diagnosis)
+
+
+def test_missing_gpu_nodes():
+    s = settings(gpu_node_count=3)
+    with standin("healthy", set_env=True, delay_s=0.05, gpu_node_count=2):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    assert any("2 GPU node(s) registered, GPU_NODE_COUNT = 3" in d for d in r.diagnosis)
+
+
+def test_teardown_refuses_without_assume_yes_then_deletes_and_verifies():
+    s = settings()
+    with standin("pods-pending", set_env=True, delay_s=0.05) as st:
+        r = plugins.teardown(s)
+        assert not r.ok and "assume_yes=True" in r.message
+        assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2
+        r = plugins.teardown(s, assume_yes=True, timeout_s=3, poll_s=0.05, log=QUIET)
+        assert r.ok, r.message
+        assert st.objects("apps/v1", "daemonsets", "kube-system") == []
+        assert all(state == "absent" for _, state in r.deleted)
+        # the devices are gone from the nodes with the plugins
+        assert plugins.status(s).ok is False
+        # and again: nothing left to delete is not an error
+        assert plugins.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=QUIET).ok
+
+
+def test_no_cluster_is_a_clear_error(tmp_path, monkeypatch):
+    s = settings()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    r = plugins.devices(s, **SHORT)
+    assert not r.ok and "no kubeconfig" in r.message and "update-kubeconfig" in r.message
+    with standin("healthy") as st:
+        kc = st.kubeconfig
+        dead = Path(kc).read_text()
+    path = tmp_path / "dead.kubeconfig"
+    path.write_text(dead)  # the server behind it is stopped
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    r = plugins.devices(s, **SHORT)
+    assert not r.ok and "no answer from the Kubernetes API" in r.message
+
+
+def test_bad_token_is_refused(tmp_path, monkeypatch):
+    s = settings()
+    with standin("healthy") as st:
+        doc = yaml.safe_load(Path(st.kubeconfig).read_text())
+        doc["users"][0]["user"]["token"] = "wrong"
+        p = tmp_path / "kc"
+        p.write_text(yaml.safe_dump(doc))
+        monkeypatch.setenv("KUBECONFIG", str(p))
+        r = plugins.status(s)
+    assert not r.ok and "HTTP 401" in r.message and "credentials" in r.message
+
+
+# --------------------------------------------------------------------------------------------
+# Facts, without an API
+# --------------------------------------------------------------------------------------------
+
+
+def _node(name, labels, gpus=0, efa=0):
+    alloc = {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
+    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": alloc}}
+
+
+def test_gpu_nodes_and_their_verdicts():
+    s = settings()  # GPU_NODE_COUNT 2, 4 GPUs per node, node group gpu-efa, g6.12xlarge
+    nodes = [
+        _node("ok", {"role": "gpu-worker"}, gpus=4, efa=1),
+        _node("unlabelled", {"eks.amazonaws.com/nodegroup": "gpu-efa"}, gpus=4, efa=1),
+        _node("by-type", {"node.kubernetes.io/instance-type": "g6.12xlarge", "role": "gpu-worker"}),
+        _node("system", {"role": "system"}),
+    ]
+    assert [n["metadata"]["name"] for n in plugins.gpu_nodes(nodes, s)] == ["ok", "unlabelled", "by-type"]
+    verdicts = {r["name"]: (r["verdict"], r["gpu_str"]) for r in plugins.node_rows(nodes, s)}
+    assert verdicts == {
+        "ok": ("ok", "4/4"),
+        "unlabelled": ("not role=gpu-worker", "4/4"),
+        "by-type": ("waiting", "0/4"),
+    }
+    assert plugins.devices_ready(s, nodes)[0] is False  # one ok node of two, and a role=gpu-worker node waits
+    assert plugins.devices_ready(s, nodes[:1] + [_node("ok2", {"role": "gpu-worker"}, gpus=4, efa=1)])[0] is True
