@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import raytrain_helpers as rt
-from raytrain_helpers import config as C, jobs, report
+from raytrain_helpers.core import config as settings_config
+from raytrain_helpers.steps import benchmark, train, verify
 from raytrain_helpers.targets import local
 
 
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     params = dict(model_preset="qwen2.5-1.5b", seq_len=2048, batch_size=4, steps=10, checkpoint_every=0,
                   bench_steps=10, bench_warmup_steps=3, run_name="gpu-evidence")
-    params.update({k: C._coerce_scalar(v) for k, v in args.p})
+    params.update({k: settings_config.coerce_scalar(v) for k, v in args.p})
     s = rt.load(**params)
     rec: dict = dict(settings=s.flat(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
     t0 = time.time()
@@ -45,16 +46,16 @@ def main(argv=None) -> int:
         rec["plan"] = cap.plan.as_dict()
 
         t = time.time()
-        run = jobs.submit(s, progress=False, quiet=True)
+        run = train.submit(s, progress=False, quiet=True)
         run.show()
         rec["train"] = dict(status=run.status, ok=run.ok, wall_s=round(time.time() - t, 1),
                             metrics={k: v for k, v in run.metrics.items() if k not in ("step_times",)},
                             error=run.result.get("error"))
         if not run.ok:
             print(run.logs[-5000:])
-        logs = report.collect_worker_logs(s, run)
+        logs = verify.worker_logs(s, run)
         (out / "train_nccl.log").write_text("\n".join(f"### {k}\n{v}" for k, v in logs.items()))
-        v = report.verify(s, run, audit=report.audit_run(s, run, logs))
+        v = verify.verify(s, run, audit=verify.audit_run(s, run, logs))
         v.show()
         if v.audit is not None:
             v.audit.show()
@@ -62,10 +63,10 @@ def main(argv=None) -> int:
         rec["verify"] = json.loads(v.criteria.to_json())
 
         if not args.skip_bench:
-            bench = jobs.benchmark(s)
+            bench = benchmark.run(s)
             for b in bench:
                 (out / f"bench_{b.label}_nccl.log").write_text(b.log_text)
-            cmp = report.compare_benchmark(s, bench, write=False)
+            cmp = benchmark.compare(s, bench, write=False)
             cmp.show()
             rec["benchmark"] = cmp.record
             # the same comparison with the runs' labels swapped must be refused (mislabelled transport)

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from raytrain_helpers import config as C
+from raytrain_helpers.core import config as settings_config
 from raytrain_helpers.targets import local
 
 
@@ -53,7 +53,7 @@ def _descendants(root: int) -> set[int]:
 
 def main(argv=None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
-    settings = C.load(**{k: C._coerce_scalar(v) for k, v in zip(args[1::3], args[2::3])}) if args else C.load()
+    settings = settings_config.load(**{k: settings_config.coerce_scalar(v) for k, v in zip(args[1::3], args[2::3])}) if args else settings_config.load()
     peak = {"cluster": 0, "total": 0}
     stop = threading.Event()
 

@@ -28,6 +28,7 @@ def ray_node(name, role, cpu, gpu, slots, alive=True):
 def fake_local_status(monkeypatch, running: bool, nodes=()):
     """Make targets.local.status() answer with a real LocalClusterInfo holding these nodes."""
     from raytrain_helpers.targets import local
+    from raytrain_helpers.targets.local import raylets
     info = local.LocalClusterInfo(running, "127.0.0.1:6390", "http://127.0.0.1:8266", nodes=list(nodes))
-    monkeypatch.setattr(local, "status", lambda settings: info)
+    monkeypatch.setattr(raylets, "status", lambda settings: info)
     return info

@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from .. import cluster
+from ..steps import teardown
 from ..core.config import coerce_scalar, load
 from .args import add_settings_args, settings_from_args
 from .runner import list_notebooks, run_notebooks
@@ -77,6 +77,6 @@ def _typed(v: Any) -> Any:
 
 def _cli_down(args: argparse.Namespace) -> int:
     s = settings_from_args(args)
-    result = cluster.teardown(s, assume_yes=bool(getattr(args, "yes", False)))
+    result = teardown.run(s, assume_yes=bool(getattr(args, "yes", False)))
     result.show()
     return 0 if result.ok else 1

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..targets import for_settings
 from ..core.config import ConfigError, Settings, loaded_env_file
 from ..core.paths import notebooks_dir, run_dir
 from ..core.tables import table
@@ -48,7 +49,7 @@ def notebook_params(
     """The papermill parameters every notebook gets: the given ones, run_name, target and the settings files."""
     nb_params = dict(params)
     nb_params["run_name"] = settings.run_name
-    nb_params["target"] = settings.target
+    nb_params["target"] = for_settings(settings).NAME
     if env_file:
         nb_params["env_file"] = str(Path(env_file).resolve())
     elif loaded_env_file(settings):
@@ -159,7 +160,7 @@ def run_notebooks(
     table(
         [(r.name, r.status, f"{r.seconds:.0f} s" if r.seconds else "", r.detail) for r in results],
         ["notebook", "status", "time", "detail"],
-        title=f"run {settings.run_name!r} on target {settings.target!r}",
+        title=f"run {settings.run_name!r} on target {for_settings(settings).NAME!r}",
         max_width=100,
     )
     return results

@@ -20,7 +20,7 @@ Pure log analysis: reading the logs from raylets or pods is the targets' job.
 
 from __future__ import annotations
 
-from .audit import (
+from .auditing import (
     EXPECTATIONS,
     WORKER_FILE,
     audit,
@@ -31,7 +31,7 @@ from .audit import (
     sibling_log,
 )
 from .compare import Comparison, compare_runs
-from .parse import Channel, Communicator, Evidence, LocalComm, Pair, ParsedLog, Process, parse
+from .parsing import Channel, Communicator, Evidence, LocalComm, Pair, ParsedLog, Process, parse
 from .plot import plot_matrix
 from .result import AuditResult, Finding
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.tables import table
-from .audit import audit, check_expect
+from .auditing import audit, check_expect
 from .result import AuditResult
 
 _RUN_FIELDS = ("label", "expected_transport", "log_text", "tokens_per_s_per_gpu", "steps_per_s")

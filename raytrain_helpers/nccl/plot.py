@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .parse import Communicator
+from .parsing import Communicator
 from .result import AuditResult
 
 _PLOT_COLORS = [

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .parse import LOCAL_CLASSES, Communicator, Evidence, Pair, ParsedLog, Process, classify_via
+from .parsing import LOCAL_CLASSES, Communicator, Evidence, Pair, ParsedLog, Process, classify_via
 from .result import MAX_EVIDENCE, AuditResult, Finding, abbr, quote
 
 #: Failure codes, most serious first: the verdict is the first one any failing finding carries.

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ..core.config import INSTANCE_TYPES, ConfigError, Settings
-from ..core.constants import DASHBOARD_PORT, TRAIN_SLOT
+from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, TRAIN_SLOT
 from .kube_objects import EFA_RESOURCE, GPU_RESOURCE, container_of, env_of, quantity, tolerates
 from .render import render_objects
 
@@ -30,7 +30,7 @@ OPERATOR_IMAGE = "quay.io/kuberay/operator:v{version}"
 SOCKET_IFNAME_EXCLUDE = ("lo", "docker0", "pod-id-link0")
 NCCL_SOCKET_IFNAME = "^" + ",".join(SOCKET_IFNAME_EXCLUDE)
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")
-JOB_ENTRYPOINT = "python -m raytrain_helpers.entrypoint --config job_config.json"
+JOB_ENTRYPOINT = f"python -m {ENTRYPOINT_MODULE} --config job_config.json"
 #: The head container's ports: GCS, dashboard/jobs, client.
 HEAD_PORTS = (6379, DASHBOARD_PORT, 10001)
 

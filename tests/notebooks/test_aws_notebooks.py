@@ -1,20 +1,21 @@
 """The notebooks on target=aws, executed headless with papermill against the fakes, in the tutorial's order.
 
-* AWS is a moto server (tests/aws_fakes/moto_env.py) with the fake ``eksctl`` on PATH: 01 ranks the AZs and
+* AWS is a moto server (tests/fakes/aws/moto_env.py) with the fake ``eksctl`` on PATH: 01 ranks the AZs and
   saves the placement, 02 renders the ClusterConfig (plan) then creates the cluster through eksctl (up).
 * Kubernetes is the API stand-in (tests/fakes/k8s_standin), named like the context eksctl writes: 03 installs the
   device plugins and waits for allocatable GPUs/EFA, 04 the KubeRay operator and the RayCluster; three
   broken clusters make 03/04 fail with their diagnosis.
 * 05 submits the real FSDP job with ``JobSubmissionClient`` through ``kuberay.job_server``'s port-forward;
-  the stand-in relays the head pod's 8265 to a REAL local Ray cluster (targets.local, own ports), so
+  the stand-in relays the head pod's 8265 to a REAL local Ray cluster (the session's shared one), so
   the job (tiny preset, 2 steps) really trains, on CPU with gloo.
 * 06 verifies: infrastructure rows from the stand-in (allocatable, ``fi_info -p efa`` by exec), the job's
-  record, and the NCCL audit of worker logs read from the worker pods by exec (``nccl.collect_pod_logs``).
+  record, and the NCCL audit of worker logs read from the worker pods by exec (``targets.aws.logs.collect_pod_logs``).
   A CPU job writes no NCCL lines, so the pods serve the synthetic 2 x 4 EFA logs under this run's marker.
 * 08 deletes everything in reverse order, each step verified by listing (stand-in objects, moto resources).
 
-Every output notebook is checked for the fake AWS credentials. One moto server, one stand-in and one local
-Ray cluster serve the whole module; the tests depend on each other's order, as the notebooks do.
+Every output notebook is checked for the fake AWS credentials. One moto server and one stand-in serve the whole
+module, with the session's local Ray cluster behind the head pod; the tests depend on each other's order, as
+the notebooks do.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 
+from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
@@ -43,8 +45,8 @@ pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeou
 SECRETS = (FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN)
 RUN = "awsnb"
 CLUSTER, REGION = "raytrain-tutorial", "us-west-2"
-#: The local Ray cluster behind the head pod's 8265: ports of its own (the lead's tests use 6390/8266, 6397/8277).
-LOCAL = dict(gcs_port=6395, dashboard_port=8275, temp_root="/tmp/raytrain-awsnb")
+#: The local Ray cluster behind the head pod's 8265: the test session's shared cluster (tests/conftest.py).
+LOCAL = TEST_LOCAL
 #: Named like the context `eksctl utils write-kubeconfig` writes, so the teardown finds *this* cluster's context.
 CONTEXT = f"{CLUSTER}.{REGION}.eksctl.io"
 CRDS = REPO.parent / "shared" / "kuberay-crds" / "v1.4.0"
@@ -130,40 +132,6 @@ def kubeconfig(k8s_api, monkeypatch):
     return k8s_api
 
 
-@pytest.fixture(scope="module")
-def local_ray_started(env, work):
-    """The local Ray cluster, started in the background as soon as the module begins (it takes most of a
-    minute on two cores; notebooks 01-04 run meanwhile); stopped and checked gone at the end."""
-    import threading
-
-    import raytrain_helpers as rt
-    from raytrain_helpers.targets import local
-    s = rt.load(work / "env.yaml", environ={}, target="local", **LOCAL)
-    box: dict = {}
-
-    def start():
-        try:
-            box["info"] = local.up(s)
-        except BaseException as e:  # reported by local_ray
-            box["error"] = e
-    t = threading.Thread(target=start, name="local-ray-up", daemon=True)
-    t.start()
-    yield t, box
-    t.join(timeout=180)
-    local.down(s)
-    assert not local._our_pids(s), "the local Ray cluster left processes behind"
-
-
-@pytest.fixture
-def local_ray(local_ray_started):
-    t, box = local_ray_started
-    t.join(timeout=180)
-    if "error" in box:
-        raise box["error"]
-    assert box["info"].running, box["info"].show()
-    return box["info"]
-
-
 def _eks():
     return boto3.client("eks", region_name=REGION)
 
@@ -172,7 +140,7 @@ def _eks():
 # 01, 02 against moto
 # --------------------------------------------------------------------------------------------
 
-def test_01_capacity_ranks_azs_and_recommends_a_placement(local_ray_started, aws, work):
+def test_01_capacity_ranks_azs_and_recommends_a_placement(aws, work):
     text = run_nb("01_capacity", work)
     assert "AZs offering g6.12xlarge x 2, best first" in text
     assert "| 1  | us-west-2      | us-west-2a (usw2-az2)" in text     # the ranked table, best first
@@ -246,7 +214,7 @@ def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, e
 # 05, 06: the real job through the port-forward, then verification
 # --------------------------------------------------------------------------------------------
 
-def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_ray, work):
+def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_cluster, work):
     # On EKS storage_path must be s3://... (every worker pod must reach it; jobs.storage_path refuses an empty
     # one on aws). Here the "pods" are local raylets, so a local directory stands in for the bucket.
     text = run_nb("05_train", work, steps=2, storage_path=str(work / "storage"))
@@ -285,7 +253,7 @@ def _criteria(text: str) -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_ray, work):
+def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_cluster, work):
     _serve_nccl_logs(kubeconfig, work, "synthetic-efa-2x4-healthy.log", "synthetic-efa-2x4-sockets-provider.log")
     n_exec = len(kubeconfig.cluster.exec_log)
     text = run_nb("06_verify", work)

@@ -7,6 +7,10 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
+from raytrain_helpers.core import config
+from raytrain_helpers.steps import train
+from raytrain_helpers.targets import local
+from raytrain_helpers.worker.train import restore_check
 from tests.conftest import TEST_LOCAL
 from tests.helpers import notebook_outputs
 
@@ -22,19 +26,41 @@ def test_parameters_are_discoverable():
     assert "steps" in pm.inspect_notebook(str(NB / "05_train.ipynb"))
 
 
-def test_train_and_verify_with_overrides(local_cluster, tmp_path):
-    params = dict(TEST_LOCAL, run_name="pm-overrides", steps=2, gpus_per_worker_node=0)
-    out5 = tmp_path / "05.ipynb"
-    pm.execute_notebook(str(NB / "05_train.ipynb"), str(out5), parameters=params, cwd=str(NB),
+def _run(name: str, out: Path, params: dict) -> str:
+    pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out), parameters=params, cwd=str(NB),
                         kernel_name="python3", progress_bar=False)
-    text = notebook_outputs(out5)
-    assert "steps 0->2 of 2" in text and "SUCCEEDED" in text
-    assert "run pm-overrides" in text
-    out6 = tmp_path / "06.ipynb"
-    pm.execute_notebook(str(NB / "06_verify.ipynb"), str(out6), parameters=params, cwd=str(NB),
-                        kernel_name="python3", progress_bar=False)
-    text = notebook_outputs(out6)
+    return notebook_outputs(out)
+
+
+def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, tmp_path):
+    """05 with -p overrides trains 3 steps (checkpoint at 2 and 3); 05 again with more steps resumes from the
+    latest checkpoint; 06 then passes every criterion, the checkpoint reloaded into one process."""
+    params = dict(TEST_LOCAL, run_name="pm-resume", steps=3, checkpoint_every=2, gpus_per_worker_node=0)
+    text = _run("05_train", tmp_path / "05a.ipynb", params)
+    assert "steps 0->3 of 3" in text and "SUCCEEDED" in text and "run pm-resume" in text
+    s = config.with_overrides(local_settings, run_name="pm-resume", steps=3)
+    first = train.load_last(s)
+    m = first.metrics
+    assert m["start_step"] == 0 and m["step"] == 3 and len(m["losses"]) == 3
+    assert len(first.ranks) == 2 and len({r["node_id"] for r in first.ranks}) == 2
+    assert restore_check(first.result["checkpoint"], s.model_config_dict())["step"] == 3
+
+    text = _run("05_train", tmp_path / "05b.ipynb", dict(params, steps=5))
+    assert "steps 3->5 of 5" in text and "resumed from step 3" in text
+    second = train.load_last(s)
+    assert second.metrics["resumed_from"] == 3 and len(second.metrics["losses"]) == 2
+    assert "[train] resumed from checkpoint at step 3" in second.logs
+
+    text = _run("06_verify", tmp_path / "06.ipynb", dict(params, steps=5))
     assert "0 failed" in text and "FAIL " not in text
+    rows = {c.split("|")[2].strip(): c.split("|")[1].strip() for c in text.splitlines() if c.count("|") == 4}
+    assert rows["checkpoint restorable"] == "PASS"
+    assert rows["workers spread over >= 2 worker nodes, none on the head"] == "PASS"
+
+    marker = second.config["marker"]
+    hits = [p for d in local.session_log_dirs(local_settings) for p in d.glob("worker-*.out")
+            if f"[raytrain] marker={marker}" in p.read_text(errors="replace")]
+    assert len({p.parents[2] for p in hits}) == 2, "each worker raylet holds one rank's log"
 
 
 def test_verify_fails_the_run_headless_when_a_criterion_fails(local_cluster, tmp_path):

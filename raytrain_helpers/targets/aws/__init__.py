@@ -6,8 +6,8 @@ Exports the names of :mod:`..base` (the Target interface). Credentials come only
 
 from __future__ import annotations
 
-from .capacity import capacity
-from .cluster import cluster, teardown
+from .eks import cluster, teardown
+from .placement import capacity
 from .jobs import benchmark_variants, job_defaults, where
 from .kuberay import infra_criteria, job_server, raycluster
 from .logs import worker_logs

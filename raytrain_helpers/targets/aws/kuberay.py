@@ -57,7 +57,7 @@ from ...plan.raycluster import (
     render_raycluster,
     spec_diff,
 )
-from ..kube_results import KubeRayResult
+from ..base import KubeRayResult
 
 CRD_API = "apiextensions.k8s.io/v1"
 RAYCLUSTER_CRD = "rayclusters.ray.io"

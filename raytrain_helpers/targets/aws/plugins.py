@@ -30,7 +30,7 @@ from ...plan.kube_objects import (
     untolerated_taint_texts,
 )
 from ...plan.plugins import CHARTS, EFA_CHART, NAMESPACE, NVIDIA_CHART, helm_values, render_plugins
-from ..kube_results import PluginsResult
+from ..base import PluginsResult
 
 #: (key, title, the resource it advertises) of both plugins.
 PLUGINS = (("nvidia", "NVIDIA device plugin", GPU_RESOURCE), ("efa", "EFA device plugin", EFA_RESOURCE))

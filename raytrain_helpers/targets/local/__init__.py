@@ -11,6 +11,8 @@ from typing import Any, Iterator
 
 from ...core.config import Settings
 from ..base import JobDefaults
+from . import raylets, standin
+from .logs import collect_local_logs
 from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
 from .raylets import (
     LocalClusterError,
@@ -52,22 +54,18 @@ def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool =
 
 def devices(settings: Settings, *, assume_yes: bool = False):
     """The devices and collective backend each worker raylet offers (the stand-in for the device plugins)."""
-    from .. import local_standin  # transition: moves into this package
-
-    return local_standin.devices(settings, assume_yes=assume_yes)
+    return standin.devices(settings, assume_yes=assume_yes)
 
 
 def raycluster(settings: Settings, *, assume_yes: bool = False):
     """The RayCluster rendered from the settings, each part mapped to its local stand-in."""
-    from .. import local_standin  # transition: moves into this package
-
-    return local_standin.raycluster(settings, assume_yes=assume_yes)
+    return standin.raycluster(settings, assume_yes=assume_yes)
 
 
 @contextlib.contextmanager
 def job_server(settings: Settings) -> Iterator[str]:
     """The head's dashboard on 127.0.0.1 (nothing to open or close)."""
-    info = status(settings)
+    info = raylets.status(settings)
     if not info.running:
         raise RuntimeError("the local Ray cluster is not running. Fix: run 02_cluster "
                            "(or `raytrain-tutorial up`) first")
@@ -83,9 +81,7 @@ def job_defaults(settings: Settings) -> JobDefaults:
 
 def worker_logs(settings: Settings, marker: str) -> dict[str, str]:
     """The training workers' log files of the job with this marker, from every raylet's session logs."""
-    from .. import local_logs  # transition: moves into this package
-
-    return local_logs.collect_local_logs(session_log_dirs(settings), marker)
+    return collect_local_logs(session_log_dirs(settings), marker)
 
 
 def infra_criteria(settings: Settings) -> list[tuple[str, bool | None, str]]:

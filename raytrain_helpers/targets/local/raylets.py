@@ -200,7 +200,7 @@ def session_log_dirs(settings: Settings) -> list[Path]:
 # Auth (Ray token authentication, off by default in 2.58)
 # --------------------------------------------------------------------------------------------
 
-def _token_path(settings: Settings) -> Path:
+def token_path(settings: Settings) -> Path:
     return _root(settings) / "auth_token"
 
 
@@ -209,7 +209,7 @@ def _apply_auth_env(settings: Settings, state: dict[str, Any] | None = None) -> 
     mode = (state or {}).get("shape", {}).get("auth_mode", settings.local.auth_mode)
     if mode != "token":
         return {}
-    tp = _token_path(settings)
+    tp = token_path(settings)
     env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tp)}
     if tp.exists():
         os.environ.update(env)
@@ -312,7 +312,7 @@ def _new_auth_token(settings: Settings) -> dict[str, str]:
     """With auth_mode token: a fresh token file (0600) that every process of the cluster and the kernel use."""
     if settings.local.auth_mode != "token":
         return {}
-    tp = _token_path(settings)
+    tp = token_path(settings)
     tp.write_text(secrets.token_hex(32))
     tp.chmod(0o600)
     env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tp)}

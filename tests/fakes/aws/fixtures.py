@@ -74,7 +74,7 @@ def moto_srv():
 @pytest.fixture
 def srv(moto_srv, monkeypatch):
     """A fresh account on the module's server for each test; fast polling."""
-    aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.cluster")
+    aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.eks")
     moto_srv.reset()
     moto_ext.seed_defaults()
     monkeypatch.setattr(aws_cluster, "POLL_S", 0.5)

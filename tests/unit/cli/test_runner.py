@@ -12,6 +12,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from raytrain_helpers.cli import run as run_cli
 from raytrain_helpers.cli import runner
 from raytrain_helpers.core import config
+from raytrain_helpers.targets import for_settings
 
 
 def _nb(path, body):
@@ -154,9 +155,9 @@ def test_down_command_tears_down(monkeypatch, repo_root, clean_env, argv, ok, as
             calls.append("shown")
 
     def teardown(settings, *, assume_yes):
-        calls.append((settings.target, assume_yes))
+        calls.append((for_settings(settings).NAME, assume_yes))
         return Result()
 
-    monkeypatch.setattr(run_cli.cluster, "teardown", teardown)
+    monkeypatch.setattr(run_cli.teardown, "run", teardown)
     assert _cli(*argv, "--env-file", str(repo_root / "env.yaml"), "--target", "aws") == (0 if ok else 1)
     assert calls == [("aws", assume_yes), "shown"]

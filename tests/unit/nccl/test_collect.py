@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from raytrain_helpers import nccl
-from raytrain_helpers.targets.aws_logs import LIST_SCRIPT, collect_pod_logs
-from raytrain_helpers.targets.local_logs import collect_local_logs
+from raytrain_helpers.targets.aws.logs import LIST_SCRIPT, collect_pod_logs
+from raytrain_helpers.targets.local.logs import collect_local_logs
 from tests.unit.nccl import fixtures
 from tests.unit.nccl.fixtures import split_by_process, write_session
 

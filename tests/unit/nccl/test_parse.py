@@ -9,7 +9,7 @@ import re
 import pytest
 
 from raytrain_helpers import nccl
-from raytrain_helpers.nccl.parse import ANSI, as_sources, classify_via, strip_prefixes
+from raytrain_helpers.nccl.parsing import ANSI, as_sources, classify_via, strip_prefixes
 from tests.unit.nccl import synth
 from tests.unit.nccl.fixtures import NVLINK, SOCKET, check_evidence
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raytrain_helpers import nccl
 from raytrain_helpers.nccl import rules
-from raytrain_helpers.nccl.audit import check_expect, resolve_expect
+from raytrain_helpers.nccl.auditing import check_expect, resolve_expect
 from raytrain_helpers.nccl.matrix import assign_hosts, build_comms, classify_pairs
 from tests.unit.nccl import synth
 from tests.unit.nccl.fixtures import NVLINK, SOCKET, fixture, split_by_process

@@ -221,7 +221,7 @@ def test_rayjob_carries_the_same_cluster_spec():
     job = raycluster.render_rayjob(s, working_dir="s3://bucket/raytrain/job.zip", submission_mode="HTTPMode")
     rc = raycluster.render_raycluster(s)
     assert job["spec"]["rayClusterSpec"] == rc["spec"]
-    assert job["spec"]["entrypoint"] == "python -m raytrain_helpers.entrypoint --config job_config.json"
+    assert job["spec"]["entrypoint"] == "python -m raytrain_helpers.worker.entrypoint --config job_config.json"
     assert job["spec"]["submissionMode"] == "HTTPMode" and job["spec"]["shutdownAfterJobFinishes"] is True
     renv = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
     assert renv == {"working_dir": "s3://bucket/raytrain/job.zip", "pip": ["einops==0.8.1"]}

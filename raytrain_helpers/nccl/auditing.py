@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.constants import MARKER_PREFIX
 from .matrix import assign_hosts, build_comms, classify_pairs
-from .parse import ANSI, Communicator, ParsedLog, as_sources, parse
+from .parsing import ANSI, Communicator, ParsedLog, as_sources, parse
 from .result import AuditResult, Finding
 from .rules import judge
 

@@ -1,4 +1,4 @@
-"""targets.local_standin: the local raylets standing in for the device plugins (03) and the RayCluster (04)."""
+"""targets.local.standin: the local raylets standing in for the device plugins (03) and the RayCluster (04)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 import yaml
 
 from raytrain_helpers.core import config
-from raytrain_helpers.targets import local, local_standin
+from raytrain_helpers.targets import local
+from raytrain_helpers.targets.local import standin as local_standin
 from tests.helpers import fake_local_status, ray_node
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def settings(**params):

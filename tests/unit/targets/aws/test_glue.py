@@ -1,6 +1,6 @@
-"""The aws glue between the steps: the worker pods' logs (report.collect_worker_logs -> nccl.collect_pod_logs ->
-k8s.exec_in_pod, against the stand-in), and 08's full teardown (cluster.teardown: RayCluster, operator, plugins,
-node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's infrastructure rows and
+"""The aws glue between the steps: the worker pods' logs (steps.verify.worker_logs -> targets.aws.logs ->
+clients.kubernetes.exec_in_pod, against the stand-in), and 08's full teardown (targets.aws.teardown: RayCluster,
+operator, plugins, node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's infrastructure rows and
 the fail-fast of hopeless waits are in tests/unit/targets/aws/test_kuberay.py and test_plugins.py."""
 
 from __future__ import annotations
@@ -11,15 +11,20 @@ from pathlib import Path
 import boto3
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 from tests.fakes.aws.fixtures import SECRETS, make_settings, moto_srv, srv  # noqa: E402,F401
 
-from raytrain_helpers import cluster, config, k8s, kuberay, nccl, report  # noqa: E402
-from raytrain_helpers.targets.aws import common as A  # noqa: E402
+from raytrain_helpers import nccl  # noqa: E402
+from raytrain_helpers.clients import kubernetes  # noqa: E402
+from raytrain_helpers.core import config  # noqa: E402
+from raytrain_helpers.steps import verify  # noqa: E402
+from raytrain_helpers.targets import aws  # noqa: E402
+from raytrain_helpers.targets.aws import common, eks, kuberay  # noqa: E402
+from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -53,7 +58,7 @@ class _Run:
 def test_worker_logs_come_from_the_pods_and_only_this_runs():
     s = settings()
     with standin("healthy", set_env=True, **READY_OP) as st:
-        assert kuberay.step(s, **FAST).ok
+        assert kuberay.raycluster(s, **FAST).ok
         nodes = st.gpu_nodes()
         files = ray_worker_logs((FIX / "synthetic-efa-2x4-healthy.log").read_text(), "run0good0001", nodes)
         older = ray_worker_logs((FIX / "synthetic-efa-2x4-sockets-provider.log").read_text(), "run0bad00001",
@@ -61,13 +66,13 @@ def test_worker_logs_come_from_the_pods_and_only_this_runs():
         files = {n: {**files[n], **older[n], "/tmp/ray/session_latest/logs/old/worker-x-01-9.out": "[raytrain] "
                      "marker=run0good0001\n"} for n in nodes}     # the glob does not reach into sub-directories
         st.serve_files(files)
-        texts = report.collect_worker_logs(s, _Run("run0good0001"))
+        texts = verify.worker_logs(s, _Run("run0good0001"))
         assert len(texts) == 16 and {k.split(":", 1)[0] for k in texts} == set(kuberay.worker_pods(s))
-        good = report.audit_run(s, _Run("run0good0001"))
+        good = verify.audit_run(s, _Run("run0good0001"))
         assert good.ok and good.summary.startswith("pass: 8 ranks on 2 host(s)")
-        bad = report.audit_run(s, _Run("run0bad00001"))
+        bad = verify.audit_run(s, _Run("run0bad00001"))
         assert not bad.ok and "sockets provider" in bad.summary
-        none = nccl.audit(report.collect_worker_logs(s, _Run("run0none0001")), expect="efa", marker="run0none0001")
+        none = nccl.audit(verify.worker_logs(s, _Run("run0none0001")), expect="efa", marker="run0none0001")
         assert not none.ok and none.verdict == "inconclusive"
 
 
@@ -77,25 +82,25 @@ def test_standin_exec_lists_and_reads_like_a_shell():
                                                              "/tmp/a/worker-2.err": "nothing\n",
                                                              "/tmp/a/.worker-3.out": "needle\n",
                                                              "/tmp/a/sub/worker-4.out": "needle\n"}):
-        assert kuberay.step(s, **FAST).ok
+        assert kuberay.raycluster(s, **FAST).ok
         pod = kuberay.worker_pods(s)[0]
-        out = k8s.exec_in_pod(s, pod, ["sh", "-c", nccl._LIST_SCRIPT, "raytrain-collect", "needle", "/tmp/a/worker-*"])
+        out = kubernetes.exec_in_pod(s, pod, ["sh", "-c", LIST_SCRIPT, "raytrain-collect", "needle", "/tmp/a/worker-*"])
         assert out == "M\t/tmp/a/worker-1.out\nF\t/tmp/a/worker-2.err\n"
-        assert k8s.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/worker-2.err"]) == "nothing\n"
-        with pytest.raises(k8s.ExecError, match="exited 1") as e:
-            k8s.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/absent"])
+        assert kubernetes.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/worker-2.err"]) == "nothing\n"
+        with pytest.raises(kubernetes.ExecError, match="exited 1") as e:
+            kubernetes.exec_in_pod(s, pod, ["cat", "--", "/tmp/a/absent"])
         assert "No such file or directory" in e.value.stderr
 
 
 # --------------------------------------------------------------------------------------------
-# 08 on aws: cluster.teardown
+# 08 on aws: targets.aws.teardown
 # --------------------------------------------------------------------------------------------
 
 def _cluster_up(tmp_path):
     s = make_settings(tmp_path)
-    A.save_placement(s, dict(region=R, az="us-west-2a", az_id="", instance_type=s.aws.gpu_node_type,
+    common.save_placement(s, dict(region=R, az="us-west-2a", az_id="", instance_type=s.aws.gpu_node_type,
                              gpu_node_count=2, account="123456789012", source="ranked"))
-    assert cluster.step(s, "up", assume_yes=True).ok
+    assert aws.cluster(s, "up", assume_yes=True).ok
     return s
 
 
@@ -104,8 +109,8 @@ def _eks():
 
 
 def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(cluster, "_Ctx", lambda s: pytest.fail("no AWS call may happen"))
-    r = cluster.teardown(settings())
+    monkeypatch.setattr(eks, "AwsContext", lambda s: pytest.fail("no AWS call may happen"))
+    r = aws.teardown(settings())
     assert not r.ok and r.steps == []
     r.show()
     out = capsys.readouterr().out
@@ -118,9 +123,9 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
     s = _cluster_up(tmp_path)
     with standin("healthy", context=CONTEXT, **READY_OP) as st:
         monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
-        assert kuberay.step(s, **FAST).ok
+        assert kuberay.raycluster(s, **FAST).ok
         n = len(srv.eksctl_calls())
-        r = cluster.teardown(s, assume_yes=True)
+        r = aws.teardown(s, assume_yes=True)
         assert r.ok, r.steps
         assert [state for _, state, _ in r.steps] == [True] * 5
         assert [w.split(" (")[0].split(",")[0] for w, _, _ in r.steps] == [
@@ -140,7 +145,7 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
         assert not any(x in out for x in SECRETS)
         # again: nothing is left, nothing is deleted, and it says so
         n_req = len(st.cluster.requests)
-        r2 = cluster.teardown(s, assume_yes=True)
+        r2 = aws.teardown(s, assume_yes=True)
         assert r2.ok and "nothing in Kubernetes to delete" in r2.steps[0][2]
         assert len(srv.eksctl_calls()) == n + 2 and len(st.cluster.requests) == n_req
 
@@ -149,7 +154,7 @@ def test_teardown_never_deletes_through_another_clusters_context(srv, tmp_path, 
     s = _cluster_up(tmp_path)
     with standin("healthy", context="someone-elses-cluster", **READY_OP) as st:   # the current context
         monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
-        r = cluster.teardown(s, assume_yes=True)
+        r = aws.teardown(s, assume_yes=True)
         assert [m for m, _ in st.cluster.requests if m == "DELETE"] == []          # nothing touched there
         assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2
     assert r.ok, r.steps                    # the objects went with the EKS cluster, which is verified gone
@@ -161,6 +166,6 @@ def test_teardown_never_deletes_through_another_clusters_context(srv, tmp_path, 
 def test_teardown_of_the_node_group_only(srv, tmp_path, monkeypatch):
     s = _cluster_up(tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
-    r = cluster.teardown(s, assume_yes=True, nodegroup_only=True)
+    r = aws.teardown(s, assume_yes=True, nodegroup_only=True)
     assert r.ok and [w for w, _, _ in r.steps] == ["GPU node group 'gpu-efa'"]
     assert _eks().list_nodegroups(clusterName=NAME)["nodegroups"] == ["system"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..core.constants import MARKER_PREFIX
-from ..nccl import WORKER_FILE, check_marker, select_run, sibling_log
+from ...core.constants import MARKER_PREFIX
+from ...nccl import WORKER_FILE, check_marker, select_run, sibling_log
 
 
 def collect_local_logs(log_dirs: Sequence[Path | str], marker: str) -> dict[str, str]:

@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
-from ..core.config import Settings
-from ..core.constants import DASHBOARD_PORT, LOOPBACK, TRAIN_SLOT
-from ..plan.kube_objects import container_of
-from ..plan.raycluster import check_raycluster, group_pod_spec, render_raycluster
-from . import local
-from .kube_results import KubeRayResult, PluginsResult
+from ...core.config import Settings
+from ...core.constants import DASHBOARD_PORT, LOOPBACK, TRAIN_SLOT
+from ...plan.kube_objects import container_of
+from ...plan.raycluster import check_raycluster, group_pod_spec, render_raycluster
+from ..base import KubeRayResult, PluginsResult
+from . import raylets
 
 NOT_RUNNING = "the local cluster is not running. Fix: notebook 02 (cluster.step(settings, 'up'))"
 
@@ -78,7 +78,7 @@ def device_rows(nodes: list[LocalNode]) -> list[dict[str, Any]]:
 
 def devices(settings: Settings, *, assume_yes: bool = False) -> PluginsResult:
     """Notebook 03 on local: no plugins exist; the devices and backends each local raylet offers."""
-    info = local.status(settings)
+    info = raylets.status(settings)
     rows = device_rows(local_nodes(info))
     has_slot = any(r["role"] == "worker" and r["train_slots"] > 0 and r["state"] == "alive" for r in rows)
     if not info.running:
@@ -201,7 +201,7 @@ def standin_problems(running: bool, nodes: list[LocalNode]) -> list[str]:
 def raycluster(settings: Settings, *, assume_yes: bool = False) -> KubeRayResult:
     """Notebook 04 on local: the RayCluster rendered and checked, each part mapped to the raylet standing in."""
     obj = render_raycluster(settings)
-    info = local.status(settings)
+    info = raylets.status(settings)
     nodes = local_nodes(info)
     problems = check_raycluster(obj, settings) + standin_problems(info.running, nodes)
     return KubeRayResult(
@@ -217,7 +217,7 @@ def raycluster(settings: Settings, *, assume_yes: bool = False) -> KubeRayResult
 
 def raycluster_status(settings: Settings) -> KubeRayResult:
     """The local raylets as the pods of the RayCluster they stand in for."""
-    info = local.status(settings)
+    info = raylets.status(settings)
     pods = [
         dict(
             pod=n.name,

@@ -1,4 +1,4 @@
-"""Step 02 on the aws target (raytrain_helpers.targets.aws.cluster), against a moto server and a fake eksctl.
+"""Step 02 on the aws target (raytrain_helpers.targets.aws.eks), against a moto server and a fake eksctl.
 
 The server is moto's ThreadedMotoServer (tests/fakes/aws/moto_env.py): eksctl runs as a subprocess, so
 it must reach moto over HTTP. tests/fakes/aws/eksctl is a small Python script standing in for eksctl: it
@@ -34,7 +34,7 @@ from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 
 #: The module (the package's ``cluster`` is the function of the same name).
-aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.cluster")
+aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.eks")
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -542,14 +542,14 @@ def _fake_local_target(monkeypatch):
     return calls
 
 
-def test_local_target_dispatch_is_unchanged(tmp_path, monkeypatch):
-    from raytrain_helpers import cluster
+def test_the_cluster_step_dispatches_to_the_local_target(tmp_path, monkeypatch):
+    from raytrain_helpers.steps import cluster
 
     calls = _fake_local_target(monkeypatch)
     s = make_settings(tmp_path, target="local")
     for a in ("plan", "up", "status", "down"):
         cluster.step(s, a)
-    assert calls == [("up", True), ("up", False), ("status",), ("down",)]
+    assert calls == [("cluster", "plan"), ("cluster", "up"), ("cluster", "status"), ("cluster", "down")]
     with pytest.raises(ValueError):
         cluster.step(s, "explode")
 

@@ -56,7 +56,7 @@ from ...plan.eksctl import (
 )
 from ...plan.raycluster import OPERATOR_NAMESPACE
 from . import common, kuberay, plugins
-from .capacity import cancel_probe_reservations, probe_reservations
+from .placement import cancel_probe_reservations, probe_reservations
 
 ACTIONS = ("plan", "up", "status", "down")
 #: Seconds between state reads while waiting (tests shorten it).
@@ -443,8 +443,11 @@ def _leftover_network(ctx: AwsContext, name: str) -> list[str]:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def cluster(settings: Settings, action: str = "up", *, assume_yes: bool = False) -> AwsClusterResult:
-    """Notebook 02 on aws: ``plan`` | ``up`` | ``status`` | ``down``, each decided from the real state."""
+def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool = False) -> AwsClusterResult:
+    """Notebook 02 on aws: ``plan`` | ``up`` | ``status`` | ``down``, each decided from the real state.
+
+    Without an action: ``up`` with ``assume_yes`` (nothing billable happens without it), else ``plan``."""
+    action = action or ("up" if assume_yes else "plan")
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     ctx = AwsContext(settings)
