@@ -31,8 +31,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    params = dict(model_preset="qwen2.5-1.5b", seq_len=2048, batch_size=4, steps=10, checkpoint_every=0,
-                  bench_steps=10, bench_warmup_steps=3, run_name="gpu-evidence")
+    params = dict(
+        model_preset="qwen2.5-1.5b",
+        seq_len=2048,
+        batch_size=4,
+        steps=10,
+        checkpoint_every=0,
+        bench_steps=10,
+        bench_warmup_steps=3,
+        run_name="gpu-evidence",
+    )
     params.update({k: settings_config.coerce_scalar(v) for k, v in args.p})
     s = rt.load(**params)
     rec: dict = dict(settings=s.flat(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -48,9 +56,13 @@ def main(argv=None) -> int:
         t = time.time()
         run = train.submit(s, progress=False, quiet=True)
         run.show()
-        rec["train"] = dict(status=run.status, ok=run.ok, wall_s=round(time.time() - t, 1),
-                            metrics={k: v for k, v in run.metrics.items() if k not in ("step_times",)},
-                            error=run.result.get("error"))
+        rec["train"] = dict(
+            status=run.status,
+            ok=run.ok,
+            wall_s=round(time.time() - t, 1),
+            metrics={k: v for k, v in run.metrics.items() if k not in ("step_times",)},
+            error=run.result.get("error"),
+        )
         if not run.ok:
             print(run.logs[-5000:])
         logs = verify.worker_logs(s, run)
@@ -72,8 +84,11 @@ def main(argv=None) -> int:
             # the same comparison with the runs' labels swapped must be refused (mislabelled transport)
             if len(bench) == 2:
                 from raytrain_helpers import nccl
-                wrong = nccl.compare_runs(dict(bench[0].as_compare_input(), expected_transport="socket"),
-                                          dict(bench[1].as_compare_input(), expected_transport="p2p"))
+
+                wrong = nccl.compare_runs(
+                    dict(bench[0].as_compare_input(), expected_transport="socket"),
+                    dict(bench[1].as_compare_input(), expected_transport="p2p"),
+                )
                 rec["mislabelled_refused"] = not wrong.ok
                 rec["mislabelled_refusal"] = wrong.refusal
     finally:
@@ -83,8 +98,11 @@ def main(argv=None) -> int:
             print(f"down failed: {e}", file=sys.stderr)
         rec["total_s"] = round(time.time() - t0, 1)
         (out / "gpu_evidence.json").write_text(json.dumps(rec, indent=2, default=str))
-    print(json.dumps({k: rec.get(k) for k in ("train", "benchmark", "mislabelled_refused", "total_s")},
-                     indent=2, default=str))
+    print(
+        json.dumps(
+            {k: rec.get(k) for k in ("train", "benchmark", "mislabelled_refused", "total_s")}, indent=2, default=str
+        )
+    )
     return 0
 
 

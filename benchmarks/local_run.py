@@ -53,15 +53,26 @@ def _descendants(root: int) -> set[int]:
 
 def main(argv=None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
-    settings = settings_config.load(**{k: settings_config.coerce_scalar(v) for k, v in zip(args[1::3], args[2::3])}) if args else settings_config.load()
+    settings = (
+        settings_config.load(
+            **{k: settings_config.coerce_scalar(v) for k, v in zip(args[1::3], args[2::3], strict=False)}
+        )
+        if args
+        else settings_config.load()
+    )
     peak = {"cluster": 0, "total": 0}
     stop = threading.Event()
 
     with tempfile.TemporaryDirectory(prefix="raytrain-bench-") as runs:
         env = dict(os.environ, RAYTRAIN_RUNS_DIR=runs)
         t0 = time.time()
-        proc = subprocess.Popen(["raytrain-tutorial", "run", "--force", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            ["raytrain-tutorial", "run", "--force", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
         def sample():
             while not stop.is_set():
@@ -78,11 +89,18 @@ def main(argv=None) -> int:
         stop.set()
         th.join()
     tail = [line for line in out.splitlines() if line.startswith("|") or line.startswith("total")]
-    result = dict(benchmark="main command (raytrain-tutorial run, local target)", ok=proc.returncode == 0,
-                  wall_s=round(wall, 1), peak_rss_local_cluster_mib=round(peak["cluster"] / 2**20),
-                  peak_rss_cluster_plus_kernels_mib=round(peak["total"] / 2**20), cpus=os.cpu_count(),
-                  preset=settings.train.model_preset, steps=settings.train.steps,
-                  worker_nodes=settings.local.worker_nodes, summary=tail)
+    result = dict(
+        benchmark="main command (raytrain-tutorial run, local target)",
+        ok=proc.returncode == 0,
+        wall_s=round(wall, 1),
+        peak_rss_local_cluster_mib=round(peak["cluster"] / 2**20),
+        peak_rss_cluster_plus_kernels_mib=round(peak["total"] / 2**20),
+        cpus=os.cpu_count(),
+        preset=settings.train.model_preset,
+        steps=settings.train.steps,
+        worker_nodes=settings.local.worker_nodes,
+        summary=tail,
+    )
     print(json.dumps(result, indent=2))
     return 0 if result["ok"] else 1
 

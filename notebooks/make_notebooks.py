@@ -15,25 +15,29 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 
-PARAMS = '''# Parameters (papermill -p NAME VALUE, or raytrain-tutorial run -p NAME VALUE).
+PARAMS = """# Parameters (papermill -p NAME VALUE, or raytrain-tutorial run -p NAME VALUE).
 # None = the value from env.yaml. Any env.yaml setting can be passed by its flat name (steps, gpu_node_count...).
 target = None
 run_name = None
 env_file = None
 override_files = None
-assume_yes = False  # billable/destructive actions on aws need an explicit yes'''
+assume_yes = False  # billable/destructive actions on aws need an explicit yes"""
 
-SETUP = '''import raytrain_helpers as rt
+SETUP = """import raytrain_helpers as rt
 
 cfg = rt.settings_from(globals())
-rt.describe(cfg)'''
+rt.describe(cfg)"""
 
 
 def nb(title: str, intro: str, extra_params: str, cells: list) -> nbformat.NotebookNode:
     params = PARAMS + ("\n" + extra_params if extra_params else "")
-    out = new_notebook(cells=[new_markdown_cell(f"# {title}\n\n{intro}"),
-                              new_code_cell(params, metadata={"tags": ["parameters"]}),
-                              new_code_cell(SETUP)])
+    out = new_notebook(
+        cells=[
+            new_markdown_cell(f"# {title}\n\n{intro}"),
+            new_code_cell(params, metadata={"tags": ["parameters"]}),
+            new_code_cell(SETUP),
+        ]
+    )
     for kind, text in cells:
         out.cells.append(new_markdown_cell(text) if kind == "md" else new_code_cell(text))
     out.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -52,32 +56,44 @@ NOTEBOOKS = {
         "recommended placement every later notebook uses.\n\n"
         "Both end with the **FSDP memory plan**: parameters, gradients and AdamW state sharded over the "
         "world size.",
-        "probe = False  # aws: create-and-cancel a capacity reservation per candidate AZ\nregions = None  # aws: list of regions to search",
+        "probe = False  # aws: create-and-cancel a capacity reservation per candidate AZ\n"
+        "regions = None  # aws: list of regions to search",
         [
-            ("code", "cap = rt.steps.capacity.check(cfg, probe=probe, assume_yes=assume_yes, regions=regions)\ncap.show()"),
-            ("md", "## The seeds' figure\n\nQwen2.5-1.5B in bf16 keeps about **12 GB** of parameters, gradients and "
-                   "AdamW state; sharded eight ways (2 × g6.12xlarge, 4 L4 each) that is about **1.5 GB per GPU**. "
-                   "This tutorial's job keeps fp32 master weights (bf16 compute), so its sharded state is twice "
-                   "that; activations and logits come on top."),
-            ("code", "rt.table(rt.steps.capacity.seed_plan().rows(), [\"Qwen2.5-1.5B over 8 x L4\", \"value\"])"),
-            ("code", "assert cap.ok, \"capacity check failed: see the problems above\""),
-        ]),
+            (
+                "code",
+                "cap = rt.steps.capacity.check(cfg, probe=probe, assume_yes=assume_yes, regions=regions)\ncap.show()",
+            ),
+            (
+                "md",
+                "## The seeds' figure\n\nQwen2.5-1.5B in bf16 keeps about **12 GB** of parameters, gradients and "
+                "AdamW state; sharded eight ways (2 × g6.12xlarge, 4 L4 each) that is about **1.5 GB per GPU**. "
+                "This tutorial's job keeps fp32 master weights (bf16 compute), so its sharded state is twice "
+                "that; activations and logits come on top.",
+            ),
+            ("code", 'rt.table(rt.steps.capacity.seed_plan().rows(), ["Qwen2.5-1.5B over 8 x L4", "value"])'),
+            ("code", 'assert cap.ok, "capacity check failed: see the problems above"'),
+        ],
+    ),
     "02_cluster": nb(
         "02 · The cluster",
         "* **local**: a real Ray cluster on this machine: a head raylet that takes no training work "
-        "(`--num-cpus 0 --num-gpus 0`, like the head pod's `num-gpus: \"0\"`) and worker raylets standing in "
+        '(`--num-cpus 0 --num-gpus 0`, like the head pod\'s `num-gpus: "0"`) and worker raylets standing in '
         "for the GPU nodes, each with its own temp dir, its share of the GPUs and a `train_slot` resource. "
         "Everything listens on 127.0.0.1. Re-running reuses a running cluster of the same shape.\n"
         "* **aws** (`deploy_cluster.sh`, `deploy_node_group.sh`): an eksctl `ClusterConfig` rendered from "
-        "env.yaml, then the EFA GPU node group in exactly one AZ. `action=\"plan\"` shows the rendered config "
+        'env.yaml, then the EFA GPU node group in exactly one AZ. `action="plan"` shows the rendered config '
         "and the actions and creates nothing.",
         "action = None  # up | status | plan | down (default: up on local, plan on aws unless assume_yes)",
         [
-            ("code", "# NBVAL_IGNORE_OUTPUT\n# progress while the cluster starts (timings differ from run to run)\n"
-                     "cluster = rt.steps.cluster.step(cfg, action, assume_yes=assume_yes)"),
+            (
+                "code",
+                "# NBVAL_IGNORE_OUTPUT\n# progress while the cluster starts (timings differ from run to run)\n"
+                "cluster = rt.steps.cluster.step(cfg, action, assume_yes=assume_yes)",
+            ),
             ("code", "cluster.show()"),
-            ("code", "assert cluster.ok or cluster.action in (\"plan\", \"down\", \"stopped\"), \"the cluster is not up\""),
-        ]),
+            ("code", 'assert cluster.ok or cluster.action in ("plan", "down", "stopped"), "the cluster is not up"'),
+        ],
+    ),
     "03_plugins": nb(
         "03 · Devices and device plugins",
         "Ray Train can only place a worker where a device is *allocatable*.\n\n"
@@ -88,12 +104,17 @@ NOTEBOOKS = {
         "",
         [
             ("code", "devices = rt.steps.plugins.step(cfg, assume_yes=assume_yes)\ndevices.show()"),
-            ("code", "assert devices.ok, \"devices are not allocatable on every worker node:\\n\" + \"\\n\".join(devices.diagnosis)"),
-        ]),
+            (
+                "code",
+                'assert devices.ok, "devices are not allocatable on every worker node:\\n" + "\\n".join('
+                "devices.diagnosis)",
+            ),
+        ],
+    ),
     "04_kuberay": nb(
         "04 · KubeRay and the RayCluster",
         "The whole cluster layout is one `RayCluster` manifest rendered from env.yaml: the head on the CPU "
-        "system node with `num-gpus: \"0\"`, one worker pod per GPU node taking all its GPUs and its EFA "
+        'system node with `num-gpus: "0"`, one worker pod per GPU node taking all its GPUs and its EFA '
         "interface, the transport set by four environment variables.\n\n"
         "* **local**: the manifest is rendered and shown; the local cluster of 02 stands in for it "
         "(the table maps each part to its stand-in).\n"
@@ -102,8 +123,9 @@ NOTEBOOKS = {
         "",
         [
             ("code", "kr = rt.steps.kuberay.step(cfg, assume_yes=assume_yes)\nkr.show()"),
-            ("code", "assert kr.ok, \"the RayCluster is not ready:\\n\" + \"\\n\".join(kr.problems + kr.diagnosis)"),
-        ]),
+            ("code", 'assert kr.ok, "the RayCluster is not ready:\\n" + "\\n".join(kr.problems + kr.diagnosis)'),
+        ],
+    ),
     "05_train": nb(
         "05 · Train: the FSDP job through the Ray Jobs API",
         "One function runs on every worker: it builds Qwen2 from the preset (random weights, nothing is "
@@ -115,12 +137,16 @@ NOTEBOOKS = {
         "latest checkpoint; a job still running is followed, not submitted twice.",
         "steps = None  # training steps (default: env.yaml)",
         [
-            ("code", "# NBVAL_IGNORE_OUTPUT\n# the job's own log, streamed back (timings differ from run to run)\n"
-                     "run = rt.steps.train.submit(cfg, steps=steps)"),
+            (
+                "code",
+                "# NBVAL_IGNORE_OUTPUT\n# the job's own log, streamed back (timings differ from run to run)\n"
+                "run = rt.steps.train.submit(cfg, steps=steps)",
+            ),
             ("code", "run.show()"),
             ("code", "# NBVAL_IGNORE_OUTPUT\nrt.steps.train.plot_loss(run);"),
             ("code", "assert run.ok, f\"the job did not succeed: {run.status} {run.result.get('error')}\""),
-        ]),
+        ],
+    ),
     "06_verify": nb(
         "06 · Verify: success is a list of checked criteria",
         "A finished job is not proof of a healthy run: with a misconfigured EFA stack NCCL silently falls "
@@ -131,11 +157,15 @@ NOTEBOOKS = {
         "",
         [
             ("code", "v = rt.steps.verify.run(cfg)\nv.show()"),
-            ("code", "rt.table(v.placement, [\"rank\", \"node\", \"kind\"], title=\"rank placement\")"),
-            ("code", "# NBVAL_IGNORE_OUTPUT\nif v.audit is not None:\n    rt.nccl.plot_matrix(v.audit);\n"
-                     "else:\n    print(\"no NCCL transport to plot (CPU run, gloo)\")"),
+            ("code", 'rt.table(v.placement, ["rank", "node", "kind"], title="rank placement")'),
+            (
+                "code",
+                "# NBVAL_IGNORE_OUTPUT\nif v.audit is not None:\n    rt.nccl.plot_matrix(v.audit);\n"
+                'else:\n    print("no NCCL transport to plot (CPU run, gloo)")',
+            ),
             ("code", "v.raise_if_failed()  # headless runs fail here if any criterion failed"),
-        ]),
+        ],
+    ),
     "07_benchmark": nb(
         "07 · Benchmark: the same job, only the transport changed",
         "The job runs twice, changing nothing but the transport environment: on local GPUs P2P/NVLink vs "
@@ -145,13 +175,17 @@ NOTEBOOKS = {
         "baseline is measured once.",
         "",
         [
-            ("code", "# NBVAL_IGNORE_OUTPUT\nbench = rt.steps.benchmark.run(cfg)\n"
-                     "rt.table([(b.label, b.job.status, f\"{b.steps_per_s:.2f}\", f\"{b.tokens_per_s_per_gpu:,.0f}\") "
-                     "for b in bench],\n         [\"variant\", \"job\", \"steps/s\", \"tokens/s per worker\"])"),
+            (
+                "code",
+                "# NBVAL_IGNORE_OUTPUT\nbench = rt.steps.benchmark.run(cfg)\n"
+                'rt.table([(b.label, b.job.status, f"{b.steps_per_s:.2f}", f"{b.tokens_per_s_per_gpu:,.0f}") '
+                'for b in bench],\n         ["variant", "job", "steps/s", "tokens/s per worker"])',
+            ),
             ("code", "cmp = rt.steps.benchmark.compare(cfg, bench)\ncmp.show()"),
             ("code", "# NBVAL_IGNORE_OUTPUT\nrt.steps.benchmark.plot(bench);"),
-            ("code", "assert all(b.job.ok for b in bench), \"a benchmark job failed\""),
-        ]),
+            ("code", 'assert all(b.job.ok for b in bench), "a benchmark job failed"'),
+        ],
+    ),
     "08_teardown": nb(
         "08 · Teardown",
         "Everything is removed in reverse order and checked by listing what is left.\n\n"
@@ -161,8 +195,9 @@ NOTEBOOKS = {
         "",
         [
             ("code", "gone = rt.steps.teardown.run(cfg, assume_yes=assume_yes)\ngone.show()"),
-            ("code", "assert gone.ok, getattr(gone, \"refused\", \"\") or \"something is left: see above\""),
-        ]),
+            ("code", 'assert gone.ok, getattr(gone, "refused", "") or "something is left: see above"'),
+        ],
+    ),
 }
 
 

@@ -22,8 +22,10 @@ def repo_root() -> Path:
 def kuberay_crds_dir() -> Path:
     d = SHARED / "kuberay-crds"
     if not d.is_dir():
-        pytest.skip(f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent "
-                    f"(CI and the dev sessions have it; a bare clone does not)")
+        pytest.skip(
+            f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent "
+            f"(CI and the dev sessions have it; a bare clone does not)"
+        )
     return d
 
 
@@ -44,6 +46,7 @@ def test_runs_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def local_settings(test_runs_dir):
     import raytrain_helpers as rt
+
     os.environ["RAYTRAIN_RUNS_DIR"] = str(test_runs_dir)
     return rt.load(REPO / "env.yaml", environ={}, **TEST_LOCAL)
 
@@ -52,6 +55,7 @@ def local_settings(test_runs_dir):
 def local_cluster(local_settings):
     """A real local Ray cluster: head + 2 worker raylets, stopped (and checked gone) at the end."""
     from raytrain_helpers.targets import local
+
     info = local.up(local_settings)
     yield info
     local.down(local_settings)

@@ -21,14 +21,21 @@ def notebook_outputs(path: Path) -> str:
 
 def ray_node(name, role, cpu, gpu, slots, alive=True):
     """A node as targets.local.status() reports it."""
-    return dict(node_id=name * 4, name=name, role=role, alive=alive, temp_dir=f"/tmp/raytrain/{name}",
-                resources={"CPU": cpu, "GPU": gpu, "memory": 1e9, **({"train_slot": slots} if slots else {})})
+    return dict(
+        node_id=name * 4,
+        name=name,
+        role=role,
+        alive=alive,
+        temp_dir=f"/tmp/raytrain/{name}",
+        resources={"CPU": cpu, "GPU": gpu, "memory": 1e9, **({"train_slot": slots} if slots else {})},
+    )
 
 
 def fake_local_status(monkeypatch, running: bool, nodes=()):
     """Make targets.local.status() answer with a real LocalClusterInfo holding these nodes."""
     from raytrain_helpers.targets import local
     from raytrain_helpers.targets.local import raylets
+
     info = local.LocalClusterInfo(running, "127.0.0.1:6390", "http://127.0.0.1:8266", nodes=list(nodes))
     monkeypatch.setattr(raylets, "status", lambda settings: info)
     return info

@@ -61,8 +61,11 @@ def test_no_private_name_crosses_a_module():
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raytrain_helpers")):
-                crossing += [f"{path.relative_to(REPO)}:{node.lineno} {a.name}" for a in node.names
-                             if a.name.startswith("_") and not a.name.startswith("__")]
+                crossing += [
+                    f"{path.relative_to(REPO)}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 base = node.value
                 if isinstance(base, ast.Name) and base.id in _imported_modules(path):
@@ -75,8 +78,11 @@ def _imported_modules(path: Path, cache: dict = {}) -> set[str]:  # noqa: B006 -
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raytrain_helpers")):
-                names |= {a.asname or a.name for a in node.names if (PKG / (a.name + ".py")).exists()
-                          or any(p.stem == a.name for p in SOURCES)}
+                names |= {
+                    a.asname or a.name
+                    for a in node.names
+                    if (PKG / (a.name + ".py")).exists() or any(p.stem == a.name for p in SOURCES)
+                }
         cache[path] = names
     return cache[path]
 
@@ -86,8 +92,11 @@ def test_no_one_letter_module_aliases():
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                short += [f"{path.relative_to(REPO)}:{node.lineno} as {a.asname}" for a in node.names
-                          if a.asname and len(a.asname) == 1]
+                short += [
+                    f"{path.relative_to(REPO)}:{node.lineno} as {a.asname}"
+                    for a in node.names
+                    if a.asname and len(a.asname) == 1
+                ]
     assert not short, short
 
 

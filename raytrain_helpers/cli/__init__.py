@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 from ..core.config import ConfigError
-from .args import add_settings_args, settings_from_args  # noqa: F401  (transition: cli modules import from .args)
 
 COMMAND_MODULES = ("run", "config", "local", "nccl", "aws", "kube")
 
@@ -22,7 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="raytrain-tutorial",
         description="Multi-node PyTorch FSDP with Ray Train on KubeRay/EKS: run the tutorial notebooks, "
-                    "manage the local cluster, render manifests, audit NCCL transports.")
+        "manage the local cluster, render manifests, audit NCCL transports.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
@@ -43,4 +43,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-

@@ -11,10 +11,25 @@ from ..core.config import Settings, load
 def add_settings_args(p: argparse.ArgumentParser) -> None:
     """The common way every command takes settings: env file, override files, -p NAME VALUE."""
     p.add_argument("--env-file", default=None, help="the variables file (default: env.yaml found upwards)")
-    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML",
-                   help="an override file (repeatable; later files win)")
-    p.add_argument("-p", "--param", dest="params", action="append", nargs=2, default=[],
-                   metavar=("NAME", "VALUE"), help="override one setting by its env.yaml name (repeatable)")
+    p.add_argument(
+        "-f",
+        "--file",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="YAML",
+        help="an override file (repeatable; later files win)",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        dest="params",
+        action="append",
+        nargs=2,
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override one setting by its env.yaml name (repeatable)",
+    )
     p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
 
 

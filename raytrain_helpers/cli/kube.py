@@ -8,9 +8,9 @@ import argparse
 from ..plan.manifests import render_all, write_all
 from ..plan.render import to_yaml
 from ..targets import for_settings
-from ..targets.local import standin as local_standin
 from ..targets.aws import kuberay as aws_kuberay
 from ..targets.aws import plugins as aws_plugins
+from ..targets.local import standin as local_standin
 from .args import add_settings_args, settings_from_args
 
 ACTIONS = ("up", "status", "down")

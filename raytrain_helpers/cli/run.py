@@ -6,8 +6,8 @@ import argparse
 import time
 from typing import Any
 
-from ..steps import teardown
 from ..core.config import coerce_scalar, load
+from ..steps import teardown
 from .args import add_settings_args, settings_from_args
 from .runner import list_notebooks, run_notebooks
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..targets import for_settings
 from ..core.config import ConfigError, Settings, loaded_env_file
 from ..core.paths import notebooks_dir, run_dir
 from ..core.tables import table
+from ..targets import for_settings
 
 #: The notebook re-run before a resumed later one: it brings the cluster up again, or reuses a running one.
 CLUSTER_STEP = "02_cluster"

@@ -91,22 +91,49 @@ class JobRun:
             print(f"  error: {self.result['error']}")
         if m:
             start = m.get("start_step", 0)
-            print(f"  steps {start}->{m.get('step')} of {m.get('steps')}, world size {m.get('world_size')}, "
-                  f"final loss {m.get('loss', float('nan')):.4f}"
-                  + (f", resumed from step {m['resumed_from']}" if m.get("resumed_from") else ""))
+            print(
+                f"  steps {start}->{m.get('step')} of {m.get('steps')}, world size {m.get('world_size')}, "
+                f"final loss {m.get('loss', float('nan')):.4f}"
+                + (f", resumed from step {m['resumed_from']}" if m.get("resumed_from") else "")
+            )
         if self.ranks:
-            table([(r["rank"], r["node_id"][:12], r["device"], f"{r['tokens_per_s']:.1f}",
-                    f"{r['peak_mem_bytes'] / 2**20:.0f} MiB") for r in self.ranks],
-                  ["rank", "node", "device", "tokens/s", "peak memory"])
+            table(
+                [
+                    (
+                        r["rank"],
+                        r["node_id"][:12],
+                        r["device"],
+                        f"{r['tokens_per_s']:.1f}",
+                        f"{r['peak_mem_bytes'] / 2**20:.0f} MiB",
+                    )
+                    for r in self.ranks
+                ],
+                ["rank", "node", "device", "tokens/s", "peak memory"],
+            )
 
     def to_json(self) -> dict[str, Any]:
-        return dict(submission_id=self.submission_id, status=self.status, result=self.result, steps=self.steps,
-                    config=self.config, attached=self.attached, wall_s=self.wall_s)
+        return dict(
+            submission_id=self.submission_id,
+            status=self.status,
+            result=self.result,
+            steps=self.steps,
+            config=self.config,
+            attached=self.attached,
+            wall_s=self.wall_s,
+        )
 
     @classmethod
     def from_json(cls, d: dict[str, Any], logs: str = "") -> JobRun:
-        return cls(d["submission_id"], d["status"], logs=logs, result=d.get("result", {}), steps=d.get("steps", []),
-                   config=d.get("config", {}), attached=d.get("attached", False), wall_s=d.get("wall_s", 0.0))
+        return cls(
+            d["submission_id"],
+            d["status"],
+            logs=logs,
+            result=d.get("result", {}),
+            steps=d.get("steps", []),
+            config=d.get("config", {}),
+            attached=d.get("attached", False),
+            wall_s=d.get("wall_s", 0.0),
+        )
 
 
 def _last_json(logs: str, prefix: str) -> dict[str, Any]:
@@ -114,7 +141,7 @@ def _last_json(logs: str, prefix: str) -> dict[str, Any]:
         i = line.find(prefix)
         if i >= 0:
             try:
-                return json.loads(line[i + len(prefix):])
+                return json.loads(line[i + len(prefix) :])
             except ValueError:
                 continue
     return {}
@@ -132,8 +159,16 @@ def parse_summary(logs: str) -> dict[str, Any]:
 
 def parse_steps(logs: str) -> list[dict[str, float]]:
     """Every ``[train] step`` line: step, steps, loss, step_time_s, tokens_per_s."""
-    return [dict(step=int(m.group(1)), steps=int(m.group(2)), loss=float(m.group(3)),
-                 step_time_s=float(m.group(4)), tokens_per_s=float(m.group(5))) for m in STEP_RE.finditer(logs)]
+    return [
+        dict(
+            step=int(m.group(1)),
+            steps=int(m.group(2)),
+            loss=float(m.group(3)),
+            step_time_s=float(m.group(4)),
+            tokens_per_s=float(m.group(5)),
+        )
+        for m in STEP_RE.finditer(logs)
+    ]
 
 
 def follow(jobs_client, sid: str, *, timeout_s: float, quiet: bool, progress: bool, total: int | None) -> JobRun:
@@ -141,8 +176,19 @@ def follow(jobs_client, sid: str, *, timeout_s: float, quiet: bool, progress: bo
     from tqdm import tqdm
 
     t0 = time.time()
-    bar = tqdm(total=total, desc="train steps", unit="step", file=sys.stderr,
-               disable=not progress, dynamic_ncols=False, ncols=90) if progress else None
+    bar = (
+        tqdm(
+            total=total,
+            desc="train steps",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            dynamic_ncols=False,
+            ncols=90,
+        )
+        if progress
+        else None
+    )
     seen, last_step, logs, status = 0, 0, "", "PENDING"
     try:
         while True:
@@ -164,8 +210,7 @@ def follow(jobs_client, sid: str, *, timeout_s: float, quiet: bool, progress: bo
     finally:
         if bar is not None:
             bar.close()
-    return JobRun(sid, status, logs=logs, result=parse_result(logs), steps=parse_steps(logs),
-                  wall_s=time.time() - t0)
+    return JobRun(sid, status, logs=logs, result=parse_result(logs), steps=parse_steps(logs), wall_s=time.time() - t0)
 
 
 def _advance(bar, steps: list[dict[str, float]], last_step: int) -> int:

@@ -13,7 +13,7 @@ PASS, FAIL, NA = "PASS", "FAIL", "n/a"
 @dataclass
 class Criterion:
     name: str
-    status: str                 # PASS | FAIL | n/a
+    status: str  # PASS | FAIL | n/a
     evidence: str = ""
 
     @property
@@ -43,8 +43,12 @@ class Criteria:
         return [c for c in self.items if c.failed]
 
     def show(self) -> None:
-        table([(c.status, c.name, c.evidence) for c in self.items], ["result", "criterion", "evidence"],
-              title=self.title, max_width=90)
+        table(
+            [(c.status, c.name, c.evidence) for c in self.items],
+            ["result", "criterion", "evidence"],
+            title=self.title,
+            max_width=90,
+        )
         n_pass = sum(c.status == PASS for c in self.items)
         n_na = sum(c.status == NA for c in self.items)
         print(f"{n_pass} passed, {len(self.failed)} failed, {n_na} not applicable")

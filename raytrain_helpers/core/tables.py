@@ -7,17 +7,18 @@ can compare them, and a terminal shows the same thing.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None,
-          max_width: int = 60) -> None:
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60) -> None:
     """Print a fixed-width text table (plain text: stable for nbval, readable in a terminal)."""
     print(format_table(rows, headers, title, max_width))
 
 
-def format_table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None,
-                 max_width: int = 60) -> str:
+def format_table(
+    rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60
+) -> str:
     rows = [[_cell(c, max_width) for c in r] for r in rows]
     headers = [str(h) for h in headers]
     widths = [len(h) for h in headers]
@@ -29,10 +30,10 @@ def format_table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: s
     if title:
         lines.append(title)
     lines.append(sep)
-    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     lines.append(sep)
     for r in rows:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
     lines.append(sep)
     return "\n".join(lines)
 

@@ -21,8 +21,8 @@ def count_params(cfg: dict[str, Any]) -> dict[str, int]:
     head_dim = cfg.get("head_dim") or h // heads
     kv = kv_heads * head_dim
     q = heads * head_dim
-    attn = (h * q + q) + 2 * (h * kv + kv) + q * h          # q,k,v carry a bias, o does not
-    mlp = 3 * h * i                                          # gate, up, down
+    attn = (h * q + q) + 2 * (h * kv + kv) + q * h  # q,k,v carry a bias, o does not
+    mlp = 3 * h * i  # gate, up, down
     norms = 2 * h
     per_layer = attn + mlp + norms
     embed = v * h
@@ -36,7 +36,7 @@ class MemoryPlan:
     preset: str
     params: int
     world_size: int
-    precision: str                      # bf16-mixed (GPU) or fp32 (CPU)
+    precision: str  # bf16-mixed (GPU) or fp32 (CPU)
     # the seeds' accounting: bf16 params + bf16 grads + two bf16 AdamW states = 8 bytes/param
     seed_total_gib: float
     seed_per_device_gib: float
@@ -44,9 +44,9 @@ class MemoryPlan:
     state_bytes_per_param: int
     state_total_gib: float
     state_per_device_gib: float
-    gathered_layers_gib: float           # unsharded layers held during forward/backward (prefetch of 2)
-    activations_gib: float               # per device, no activation checkpointing
-    logits_gib: float                    # per device
+    gathered_layers_gib: float  # unsharded layers held during forward/backward (prefetch of 2)
+    activations_gib: float  # per device, no activation checkpointing
+    logits_gib: float  # per device
     peak_per_device_gib: float
     device_mem_gib: float | None = None
     fits: bool | None = None
@@ -58,13 +58,21 @@ class MemoryPlan:
     def rows(self) -> list[tuple[str, str]]:
         g = GIB
         r = [
-            ("model", f"{self.preset}: {self.params / 1e9:.3f} B parameters" if self.params > 1e8
-             else f"{self.preset}: {self.params / 1e6:.2f} M parameters"),
+            (
+                "model",
+                f"{self.preset}: {self.params / 1e9:.3f} B parameters"
+                if self.params > 1e8
+                else f"{self.preset}: {self.params / 1e6:.2f} M parameters",
+            ),
             ("world size", str(self.world_size)),
-            ("seed's figure (bf16 params+grads+AdamW, 8 B/param)", f"{hb(self.seed_total_gib * g)} total, "
-             f"{hb(self.seed_per_device_gib * g)} per device"),
-            (f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
-             f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device"),
+            (
+                "seed's figure (bf16 params+grads+AdamW, 8 B/param)",
+                f"{hb(self.seed_total_gib * g)} total, {hb(self.seed_per_device_gib * g)} per device",
+            ),
+            (
+                f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
+                f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device",
+            ),
             ("gathered layers (prefetch 2)", hb(self.gathered_layers_gib * g)),
             ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
             ("planned peak per device", hb(self.peak_per_device_gib * g)),
@@ -74,8 +82,16 @@ class MemoryPlan:
         return r
 
 
-def memory_plan(model_cfg: dict[str, Any], *, world_size: int, batch_size: int, seq_len: int,
-                on_gpu: bool, preset: str = "custom", device_mem_gib: float | None = None) -> MemoryPlan:
+def memory_plan(
+    model_cfg: dict[str, Any],
+    *,
+    world_size: int,
+    batch_size: int,
+    seq_len: int,
+    on_gpu: bool,
+    preset: str = "custom",
+    device_mem_gib: float | None = None,
+) -> MemoryPlan:
     if world_size < 1:
         raise ValueError("world_size must be at least 1")
     n = count_params(model_cfg)
@@ -99,11 +115,21 @@ def memory_plan(model_cfg: dict[str, Any], *, world_size: int, batch_size: int, 
     peak = state_total / world_size + gathered + activations + logits
     fits = None if device_mem_gib is None else peak <= 0.9 * device_mem_gib
     plan = MemoryPlan(
-        preset=preset, params=p, world_size=world_size, precision="bf16-mixed" if on_gpu else "fp32",
-        seed_total_gib=seed_total, seed_per_device_gib=seed_total / world_size,
-        state_bytes_per_param=state_bpp, state_total_gib=state_total, state_per_device_gib=state_total / world_size,
-        gathered_layers_gib=gathered, activations_gib=activations, logits_gib=logits, peak_per_device_gib=peak,
-        device_mem_gib=device_mem_gib, fits=fits,
+        preset=preset,
+        params=p,
+        world_size=world_size,
+        precision="bf16-mixed" if on_gpu else "fp32",
+        seed_total_gib=seed_total,
+        seed_per_device_gib=seed_total / world_size,
+        state_bytes_per_param=state_bpp,
+        state_total_gib=state_total,
+        state_per_device_gib=state_total / world_size,
+        gathered_layers_gib=gathered,
+        activations_gib=activations,
+        logits_gib=logits,
+        peak_per_device_gib=peak,
+        device_mem_gib=device_mem_gib,
+        fits=fits,
     )
     if fits is False:
         plan.notes.append("reduce batch_size or seq_len, add GPUs/nodes, or use activation checkpointing")
@@ -112,8 +138,15 @@ def memory_plan(model_cfg: dict[str, Any], *, world_size: int, batch_size: int, 
 
 def plan_for(settings: Settings, world_size: int, *, on_gpu: bool, device_mem_gib: float | None = None) -> MemoryPlan:
     t = settings.train
-    return memory_plan(settings.model_config_dict(), world_size=world_size, batch_size=t.batch_size,
-                       seq_len=t.seq_len, on_gpu=on_gpu, preset=t.model_preset, device_mem_gib=device_mem_gib)
+    return memory_plan(
+        settings.model_config_dict(),
+        world_size=world_size,
+        batch_size=t.batch_size,
+        seq_len=t.seq_len,
+        on_gpu=on_gpu,
+        preset=t.model_preset,
+        device_mem_gib=device_mem_gib,
+    )
 
 
 def aws_plan(settings: Settings) -> MemoryPlan:
@@ -125,8 +158,15 @@ def aws_plan(settings: Settings) -> MemoryPlan:
 
 def seed_plan() -> MemoryPlan:
     """The seeds' example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
-    return memory_plan(PRESETS["qwen2.5-1.5b"], world_size=8, batch_size=1, seq_len=2048, on_gpu=True,
-                       preset="qwen2.5-1.5b", device_mem_gib=INSTANCE_TYPES["g6.12xlarge"]["gpu_mem_gib"])
+    return memory_plan(
+        PRESETS["qwen2.5-1.5b"],
+        world_size=8,
+        batch_size=1,
+        seq_len=2048,
+        on_gpu=True,
+        preset="qwen2.5-1.5b",
+        device_mem_gib=INSTANCE_TYPES["g6.12xlarge"]["gpu_mem_gib"],
+    )
 
 
 def seed_figure_check() -> tuple[float, float]:

@@ -6,5 +6,15 @@
 from . import benchmark, capacity, cluster, kuberay, overview, plugins, teardown, train, verify
 from .overview import describe
 
-__all__ = ["benchmark", "capacity", "cluster", "describe", "kuberay", "overview", "plugins", "teardown", "train",
-           "verify"]
+__all__ = [
+    "benchmark",
+    "capacity",
+    "cluster",
+    "describe",
+    "kuberay",
+    "overview",
+    "plugins",
+    "teardown",
+    "train",
+    "verify",
+]

@@ -51,8 +51,13 @@ class BenchRun:
         return sum(r["tokens_per_s"] for r in ranks) / len(ranks) if ranks else 0.0
 
     def as_compare_input(self) -> dict[str, Any]:
-        return dict(label=self.label, expected_transport=self.expect, log_text=self.log_text,
-                    tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, steps_per_s=self.steps_per_s)
+        return dict(
+            label=self.label,
+            expected_transport=self.expect,
+            log_text=self.log_text,
+            tokens_per_s_per_gpu=self.tokens_per_s_per_gpu,
+            steps_per_s=self.steps_per_s,
+        )
 
 
 def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, quiet: bool = True) -> list[BenchRun]:
@@ -63,8 +68,16 @@ def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, qui
     out = []
     for v in variants:
         name = f"{settings.run_name}-bench-{v['label']}-{uuid.uuid4().hex[:6]}"
-        job = submit(bench_settings, run_name=name, steps=t.bench_steps, warmup_steps=t.bench_warmup_steps,
-                     extra_env=v["env"], quiet=quiet, progress=not quiet, final_checkpoint=False)
+        job = submit(
+            bench_settings,
+            run_name=name,
+            steps=t.bench_steps,
+            warmup_steps=t.bench_warmup_steps,
+            extra_env=v["env"],
+            quiet=quiet,
+            progress=not quiet,
+            final_checkpoint=False,
+        )
         logs = worker_logs(settings, job)
         out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text="\n".join(logs.values())))
     return out
@@ -103,18 +116,37 @@ class BenchComparison:
 
 def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) -> BenchComparison:
     """Audit each benchmark run, then compare them (or refuse and say why); writes a JSON record."""
-    record = dict(kind="transport-ab", target=for_settings(settings).NAME, preset=settings.train.model_preset,
-                  seq_len=settings.train.seq_len, batch_size=settings.train.batch_size,
-                  bench_steps=settings.train.bench_steps, warmup_steps=settings.train.bench_warmup_steps,
-                  date=datetime.date.today().isoformat(), host=platform.node(),
-                  runs=[dict(label=b.label, expect=b.expect, env=b.env, status=b.job.status,
-                             steps_per_s=b.steps_per_s, tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
-                             world_size=len(b.job.ranks)) for b in bench])
+    record = dict(
+        kind="transport-ab",
+        target=for_settings(settings).NAME,
+        preset=settings.train.model_preset,
+        seq_len=settings.train.seq_len,
+        batch_size=settings.train.batch_size,
+        bench_steps=settings.train.bench_steps,
+        warmup_steps=settings.train.bench_warmup_steps,
+        date=datetime.date.today().isoformat(),
+        host=platform.node(),
+        runs=[
+            dict(
+                label=b.label,
+                expect=b.expect,
+                env=b.env,
+                status=b.job.status,
+                steps_per_s=b.steps_per_s,
+                tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
+                world_size=len(b.job.ranks),
+            )
+            for b in bench
+        ],
+    )
     if len(bench) < 2:
-        lines = [f"{b.label}: {b.tokens_per_s_per_gpu:,.0f} tokens/s per worker, {b.steps_per_s:.2f} steps/s"
-                 for b in bench]
-        lines.append("no A/B comparison: CPU workers use gloo, there is no NCCL transport to change "
-                     "(run on GPUs for P2P vs socket, or on aws for EFA vs socket)")
+        lines = [
+            f"{b.label}: {b.tokens_per_s_per_gpu:,.0f} tokens/s per worker, {b.steps_per_s:.2f} steps/s" for b in bench
+        ]
+        lines.append(
+            "no A/B comparison: CPU workers use gloo, there is no NCCL transport to change "
+            "(run on GPUs for P2P vs socket, or on aws for EFA vs socket)"
+        )
         record.update(comparison=None, reason="single variant (gloo)")
         ok = all(b.job.ok for b in bench)
     else:

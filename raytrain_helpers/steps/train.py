@@ -30,27 +30,52 @@ def storage_path(settings: Settings, run_name: str | None = None) -> str:
     return for_settings(settings).job_defaults(settings).storage_path or str(run_dir(settings, run_name) / "storage")
 
 
-def job_config(settings: Settings, *, run_name: str | None = None, marker: str | None = None,
-               steps: int | None = None, warmup_steps: int = 0, final_checkpoint: bool = True) -> dict[str, Any]:
+def job_config(
+    settings: Settings,
+    *,
+    run_name: str | None = None,
+    marker: str | None = None,
+    steps: int | None = None,
+    warmup_steps: int = 0,
+    final_checkpoint: bool = True,
+) -> dict[str, Any]:
     """The plain JSON config the job's driver and every worker read (``job_config.json``)."""
     t = settings.train
     return dict(
-        run_name=run_name or settings.run_name, marker=marker or uuid.uuid4().hex[:12],
-        model=settings.model_config_dict(), preset=t.model_preset, model_id=t.model_id or None,
-        steps=steps or t.steps, seq_len=t.seq_len, batch_size=t.batch_size, learning_rate=t.learning_rate,
-        seed=t.seed, checkpoint_every=t.checkpoint_every, num_workers=t.num_workers, precision=t.precision,
+        run_name=run_name or settings.run_name,
+        marker=marker or uuid.uuid4().hex[:12],
+        model=settings.model_config_dict(),
+        preset=t.model_preset,
+        model_id=t.model_id or None,
+        steps=steps or t.steps,
+        seq_len=t.seq_len,
+        batch_size=t.batch_size,
+        learning_rate=t.learning_rate,
+        seed=t.seed,
+        checkpoint_every=t.checkpoint_every,
+        num_workers=t.num_workers,
+        precision=t.precision,
         # aws: the driver decides from the cluster (GPU nodes -> NCCL; a CPU-only cluster -> gloo, which
         # then fails the efa transport audit in 06 instead of failing to schedule)
-        use_gpu=for_settings(settings).job_defaults(settings).use_gpu, storage_path=storage_path(settings, run_name),
-        warmup_steps=warmup_steps, cpu_threads=1, final_checkpoint=final_checkpoint,
+        use_gpu=for_settings(settings).job_defaults(settings).use_gpu,
+        storage_path=storage_path(settings, run_name),
+        warmup_steps=warmup_steps,
+        cpu_threads=1,
+        final_checkpoint=final_checkpoint,
     )
 
 
 def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for the driver and the training workers (runtime_env env_vars)."""
-    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_TRAIN_V2_ENABLED": "1",
-           "RAY_DEDUP_LOGS": "0"}
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "RAY_TRAIN_V2_ENABLED": "1",
+        "RAY_DEDUP_LOGS": "0",
+    }
     if settings.nccl.debug:
         env["NCCL_DEBUG"] = settings.nccl.debug
     for k, v in for_settings(settings).job_defaults(settings).env.items():
@@ -70,10 +95,19 @@ def stage_working_dir(settings: Settings, cfg: dict[str, Any]) -> Path:
     return d
 
 
-def submit(settings: Settings, *, run_name: str | None = None, steps: int | None = None,
-           extra_env: dict[str, str] | None = None, warmup_steps: int = 0, follow: bool = True,
-           timeout_s: float = 3600, quiet: bool = False, progress: bool = True,
-           final_checkpoint: bool = True) -> JobRun:
+def submit(
+    settings: Settings,
+    *,
+    run_name: str | None = None,
+    steps: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    warmup_steps: int = 0,
+    follow: bool = True,
+    timeout_s: float = 3600,
+    quiet: bool = False,
+    progress: bool = True,
+    final_checkpoint: bool = True,
+) -> JobRun:
     """Submit (or attach to) the training job of ``run_name`` and follow it to the end."""
     run_name = run_name or settings.run_name
     with for_settings(settings).job_server(settings) as url:
@@ -84,29 +118,34 @@ def submit(settings: Settings, *, run_name: str | None = None, steps: int | None
             if not quiet:
                 print(f"a job of run {run_name!r} is already running: following {sid}")
         else:
-            cfg = job_config(settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps,
-                             final_checkpoint=final_checkpoint)
+            cfg = job_config(
+                settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps, final_checkpoint=final_checkpoint
+            )
             sid = _submit_new(settings, client, cfg, extra_env)
             if not quiet:
                 print(f"submitted {sid} to {url}")
         if not follow:
             return JobRun(sid, rayjobs.status_of(client, sid), config=cfg, attached=not cfg)
-        run = rayjobs.follow(client, sid, timeout_s=timeout_s, quiet=quiet, progress=progress,
-                             total=cfg.get("steps"))
+        run = rayjobs.follow(client, sid, timeout_s=timeout_s, quiet=quiet, progress=progress, total=cfg.get("steps"))
         run.config, run.attached = cfg, not cfg
     _save(settings, run, run_name)
     return run
 
 
 def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict[str, str] | None) -> str:
-    runtime_env: dict[str, Any] = {"working_dir": str(stage_working_dir(settings, cfg)),
-                                   "env_vars": worker_env(settings, extra_env)}
+    runtime_env: dict[str, Any] = {
+        "working_dir": str(stage_working_dir(settings, cfg)),
+        "env_vars": worker_env(settings, extra_env),
+    }
     if settings.train.extra_pip:
         runtime_env["pip"] = list(settings.train.extra_pip)
     sid = f"raytrain-{cfg['run_name']}-{cfg['marker']}"
-    client.submit_job(entrypoint=f"python -m {ENTRYPOINT_MODULE} --config job_config.json",
-                      submission_id=sid, runtime_env=runtime_env,
-                      metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]})
+    client.submit_job(
+        entrypoint=f"python -m {ENTRYPOINT_MODULE} --config job_config.json",
+        submission_id=sid,
+        runtime_env=runtime_env,
+        metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]},
+    )
     return sid
 
 

@@ -59,15 +59,25 @@ def on_gpu(run: JobRun | None) -> bool:
     return any(str(r.get("device", "")).startswith("cuda") for r in (run.ranks if run else []))
 
 
-def verify(settings: Settings, run: JobRun | None = None, *, run_name: str | None = None,
-           check_restore: bool = True, audit: Any = None, audit_error: str | None = None) -> Verification:
+def verify(
+    settings: Settings,
+    run: JobRun | None = None,
+    *,
+    run_name: str | None = None,
+    check_restore: bool = True,
+    audit: Any = None,
+    audit_error: str | None = None,
+) -> Verification:
     """Check the last job of the run against every criterion that applies to the target."""
     target = for_settings(settings)
     run = run or load_last(settings, run_name)
     crit = Criteria(f"verification of run {run_name or settings.run_name!r} on target {target.NAME!r}")
     if run is None:
-        crit.add("job recorded by 05_train", False, f"no job.json under {runs_dir(settings)}/"
-                 f"{run_name or settings.run_name}: run 05_train first")
+        crit.add(
+            "job recorded by 05_train",
+            False,
+            f"no job.json under {runs_dir(settings)}/{run_name or settings.run_name}: run 05_train first",
+        )
         return Verification(crit)
     for name, ok, evidence in target.infra_criteria(settings):
         crit.add(name, ok, evidence)
@@ -88,16 +98,23 @@ def check_nodes(crit: Criteria, run: JobRun) -> set[str]:
     nodes = run.result.get("nodes", [])
     head_ids = {n["node_id"] for n in nodes if n.get("is_head")}
     workers = [n for n in nodes if not n.get("is_head") and n.get("alive")]
-    crit.add("head up, worker nodes running", bool(head_ids) and len(workers) >= 1,
-             f"{len(head_ids)} head, {len(workers)} worker node(s) alive when the job ran")
+    crit.add(
+        "head up, worker nodes running",
+        bool(head_ids) and len(workers) >= 1,
+        f"{len(head_ids)} head, {len(workers)} worker node(s) alive when the job ran",
+    )
     return head_ids
 
 
 def check_job(crit: Criteria, run: JobRun, live: str | None) -> None:
     """The job SUCCEEDED, as recorded and as the cluster reports it now."""
-    crit.add("job SUCCEEDED", run.status == "SUCCEEDED" and run.result.get("ok", False) and live in (None, "SUCCEEDED"),
-             f"{run.status}" + (f" (cluster now says {live})" if live else " (recorded by 05_train)")
-             + (f"; error: {run.result.get('error')}" if run.result.get("error") else ""))
+    crit.add(
+        "job SUCCEEDED",
+        run.status == "SUCCEEDED" and run.result.get("ok", False) and live in (None, "SUCCEEDED"),
+        f"{run.status}"
+        + (f" (cluster now says {live})" if live else " (recorded by 05_train)")
+        + (f"; error: {run.result.get('error')}" if run.result.get("error") else ""),
+    )
 
 
 def check_ranks(crit: Criteria, run: JobRun) -> int:
@@ -105,8 +122,11 @@ def check_ranks(crit: Criteria, run: JobRun) -> int:
     ranks = run.ranks
     world = run.metrics.get("world_size") or len(ranks)
     said, _ = success_ranks(run.logs)
-    crit.add("every rank reported SUCCESS", bool(world) and said == set(range(world)) and len(ranks) == world,
-             f"{len(said)}/{world} ranks printed SUCCESS, {len(ranks)}/{world} summaries gathered")
+    crit.add(
+        "every rank reported SUCCESS",
+        bool(world) and said == set(range(world)) and len(ranks) == world,
+        f"{len(said)}/{world} ranks printed SUCCESS, {len(ranks)}/{world} summaries gathered",
+    )
     return world
 
 
@@ -118,10 +138,12 @@ def check_placement(crit: Criteria, run: JobRun, head_ids: set[str]) -> list[tup
     used = set(rank_nodes.values())
     on_head = sorted(r for r, n in rank_nodes.items() if n in head_ids)
     want = min(2, len(workers)) if workers else 2
-    crit.add(f"workers spread over >= {want} worker nodes, none on the head",
-             bool(head_ids) and len(used - head_ids) >= want and not on_head,
-             f"{len(run.ranks)} ranks on {len(used - head_ids)} worker node(s)"
-             + (f"; ranks {on_head} on the head" if on_head else "; none on the head"))
+    crit.add(
+        f"workers spread over >= {want} worker nodes, none on the head",
+        bool(head_ids) and len(used - head_ids) >= want and not on_head,
+        f"{len(run.ranks)} ranks on {len(used - head_ids)} worker node(s)"
+        + (f"; ranks {on_head} on the head" if on_head else "; none on the head"),
+    )
     return [(r, rank_nodes[r][:12], "HEAD" if rank_nodes[r] in head_ids else "worker") for r in sorted(rank_nodes)]
 
 
@@ -129,8 +151,11 @@ def check_loss(crit: Criteria, run: JobRun) -> None:
     """The loss is finite at every step and on every rank."""
     losses = run.metrics.get("losses") or []
     finite = bool(losses) and all(math.isfinite(x) for x in losses) and all(r.get("loss_finite") for r in run.ranks)
-    crit.add("loss finite on every rank", finite,
-             f"{len(losses)} step(s), last {losses[-1]:.4f}" if losses else "no loss recorded")
+    crit.add(
+        "loss finite on every rank",
+        finite,
+        f"{len(losses)} step(s), last {losses[-1]:.4f}" if losses else "no loss recorded",
+    )
 
 
 def check_checkpoint(crit: Criteria, settings: Settings, run: JobRun, check_restore: bool) -> None:
@@ -141,8 +166,11 @@ def check_checkpoint(crit: Criteria, settings: Settings, run: JobRun, check_rest
     elif ckpt and not str(ckpt).startswith(("s3://", "gs://")):
         try:
             rc = restore_check(ckpt, run.config.get("model") or settings.model_config_dict())
-            crit.add("checkpoint restorable", rc["ok"] and rc["step"] == run.metrics.get("steps"),
-                     f"step {rc['step']}: {rc['tensors']} tensors reloaded into one process, all finite")
+            crit.add(
+                "checkpoint restorable",
+                rc["ok"] and rc["step"] == run.metrics.get("steps"),
+                f"step {rc['step']}: {rc['tensors']} tensors reloaded into one process, all finite",
+            )
         except Exception as e:  # noqa: BLE001 - any failure to load is the finding
             crit.add("checkpoint restorable", False, f"{type(e).__name__}: {e}")
     else:
@@ -167,8 +195,11 @@ def check_memory(crit: Criteria, run: JobRun, plan: MemoryPlan) -> None:
         ev += f"; process peak RSS {human_bytes(peak)} (CPU: info only)"
     crit.add("measured memory vs the plan", ok_mem, ev)
     tps = sum(r["tokens_per_s"] for r in ranks)
-    crit.add("throughput reported by every rank", all(r["tokens_per_s"] > 0 for r in ranks),
-             f"{tps:.0f} tokens/s total, {tps / len(ranks):.0f} tokens/s per rank")
+    crit.add(
+        "throughput reported by every rank",
+        all(r["tokens_per_s"] > 0 for r in ranks),
+        f"{tps:.0f} tokens/s total, {tps / len(ranks):.0f} tokens/s per rank",
+    )
 
 
 def check_transport(crit: Criteria, expect: str, audit: Any, audit_error: str | None) -> None:
@@ -179,8 +210,11 @@ def check_transport(crit: Criteria, expect: str, audit: Any, audit_error: str | 
     elif audit is not None:
         crit.add(name, audit.ok, getattr(audit, "summary", None) or str(getattr(audit, "verdict", "")))
     elif expect == "none":
-        crit.add("NCCL transport as expected for every rank pair", None,
-                 na_reason="n/a: CPU run, gloo over loopback (NCCL not used)")
+        crit.add(
+            "NCCL transport as expected for every rank pair",
+            None,
+            na_reason="n/a: CPU run, gloo over loopback (NCCL not used)",
+        )
     else:
         crit.add(name, False, "no transport audit was run (NCCL logs not collected)")
 

@@ -12,13 +12,13 @@ import sys
 import time
 from typing import Any
 
-from .train import train_loop_per_worker
-
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
+from .train import train_loop_per_worker
 
 
 def _num_workers(requested: int, use_gpu: bool) -> int:
     import ray
+
     total = ray.cluster_resources()
     slots = int(total.get(TRAIN_SLOT, 0))
     if use_gpu:
@@ -45,14 +45,18 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
     if use_gpu:
         res["GPU"] = 1
     cfg = dict(cfg, num_workers=n)
-    print(f"[driver] TorchTrainer: {n} workers, use_gpu={use_gpu}, backend={'nccl' if use_gpu else 'gloo'}, "
-          f"run={cfg['run_name']}, storage={cfg['storage_path']}", flush=True)
+    print(
+        f"[driver] TorchTrainer: {n} workers, use_gpu={use_gpu}, backend={'nccl' if use_gpu else 'gloo'}, "
+        f"run={cfg['run_name']}, storage={cfg['storage_path']}",
+        flush=True,
+    )
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg,
         scaling_config=ScalingConfig(num_workers=n, use_gpu=use_gpu, resources_per_worker=res),
-        run_config=RunConfig(name=cfg["run_name"], storage_path=cfg["storage_path"],
-                             failure_config=FailureConfig(max_failures=0)),
+        run_config=RunConfig(
+            name=cfg["run_name"], storage_path=cfg["storage_path"], failure_config=FailureConfig(max_failures=0)
+        ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo", timeout_s=600),
     )
     t0 = time.time()
@@ -67,13 +71,29 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
             error = repr(result.error)
     except Exception as e:  # TrainingFailedError and friends: report, then fail the job
         error = f"{type(e).__name__}: {e}"
-    nodes = [dict(node_id=n["NodeID"], alive=n["Alive"], host=n.get("NodeManagerHostname"),
-                  is_head="node:__internal_head__" in (n.get("Resources") or {}),
-                  resources={k: v for k, v in (n.get("Resources") or {}).items() if not k.startswith("node:")})
-             for n in ray.nodes()]
-    out = dict(ok=error is None, error=error, metrics=metrics, checkpoint=checkpoint, nodes=nodes,
-               wall_s=time.time() - t0, num_workers=n, use_gpu=use_gpu, run_name=cfg["run_name"],
-               marker=cfg["marker"], storage_path=cfg["storage_path"])
+    nodes = [
+        dict(
+            node_id=n["NodeID"],
+            alive=n["Alive"],
+            host=n.get("NodeManagerHostname"),
+            is_head="node:__internal_head__" in (n.get("Resources") or {}),
+            resources={k: v for k, v in (n.get("Resources") or {}).items() if not k.startswith("node:")},
+        )
+        for n in ray.nodes()
+    ]
+    out = dict(
+        ok=error is None,
+        error=error,
+        metrics=metrics,
+        checkpoint=checkpoint,
+        nodes=nodes,
+        wall_s=time.time() - t0,
+        num_workers=n,
+        use_gpu=use_gpu,
+        run_name=cfg["run_name"],
+        marker=cfg["marker"],
+        storage_path=cfg["storage_path"],
+    )
     return out
 
 

@@ -1,7 +1,8 @@
 """The per-worker training loop: Qwen2 from config (random init), FSDP2, AdamW, synthetic tokens.
 
 This module runs inside the Ray Train workers (in the DLC on aws, in the local raylets here). It
-imports only torch, transformers, ray, the standard library and the package's shared constants, and takes a plain JSON-able config.
+imports only torch, transformers, ray, the standard library and the package's shared constants, and takes a
+plain JSON-able config.
 
 Per step it reports loss, step time, tokens/s and peak memory; every ``checkpoint_every`` steps (and at
 the end) it writes a sharded ``torch.distributed.checkpoint`` to the run's storage path through
@@ -47,8 +48,11 @@ def shard_model(model, *, mixed_precision: bool):
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision \
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if mixed_precision
         else MixedPrecisionPolicy()
+    )
     for layer in model.model.layers:
         fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
@@ -57,6 +61,7 @@ def shard_model(model, *, mixed_precision: bool):
 
 def local_state_bytes(model, optimizer) -> dict[str, int]:
     """Bytes this rank really holds of the sharded model state (params, grads, optimizer states)."""
+
     def local(t):
         return t.to_local() if hasattr(t, "to_local") else t
 
@@ -77,6 +82,7 @@ def local_state_bytes(model, optimizer) -> dict[str, int]:
 
 def _batch(cfg: dict[str, Any], rank: int, step: int, vocab: int, device):
     import torch
+
     g = torch.Generator().manual_seed(cfg["seed"] * 1_000_003 + rank * 10_007 + step)
     ids = torch.randint(0, vocab, (cfg["batch_size"], cfg["seq_len"]), generator=g)
     return ids.to(device)
@@ -84,6 +90,7 @@ def _batch(cfg: dict[str, Any], rank: int, step: int, vocab: int, device):
 
 def _peak_memory(device) -> int:
     import torch
+
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -125,8 +132,9 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     node_id = ray.get_runtime_context().get_node_id()
     host = socket.gethostname()
-    print(f"{MARKER_PREFIX}{cfg['marker']} rank={rank}/{world} node={node_id} host={host} pid={os.getpid()}",
-          flush=True)
+    print(
+        f"{MARKER_PREFIX}{cfg['marker']} rank={rank}/{world} node={node_id} host={host} pid={os.getpid()}", flush=True
+    )
     device = ray.train.torch.get_device()
     on_gpu = device.type == "cuda"
     if not on_gpu:
@@ -136,8 +144,17 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
     model = build_model(cfg, device)
     shard_model(model, mixed_precision=mixed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], fused=on_gpu or None)
-    return _Worker(rank=rank, world=world, node_id=node_id, host=host, device=device, on_gpu=on_gpu,
-                   model=model, optimizer=optimizer, resumed_from=None)
+    return _Worker(
+        rank=rank,
+        world=world,
+        node_id=node_id,
+        host=host,
+        device=device,
+        on_gpu=on_gpu,
+        model=model,
+        optimizer=optimizer,
+        resumed_from=None,
+    )
 
 
 def _resume(w: _Worker, cfg: dict[str, Any]) -> int:
@@ -194,12 +211,20 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
         avg = avg.item() / w.world
         losses.append(avg)
         step_times.append(dt)
-        last_metrics = dict(step=step + 1, loss=avg, step_time_s=dt, tokens_per_s=tokens_per_step / dt,
-                            peak_mem_bytes=_peak_memory(w.device), world_size=w.world)
+        last_metrics = dict(
+            step=step + 1,
+            loss=avg,
+            step_time_s=dt,
+            tokens_per_s=tokens_per_step / dt,
+            peak_mem_bytes=_peak_memory(w.device),
+            world_size=w.world,
+        )
         if w.rank == 0:
-            print(f"{STEP_PREFIX} {step + 1}/{steps} loss={avg:.4f} step_time={dt:.3f}s "
-                  f"tokens/s={tokens_per_step / dt:.0f} peak_mem={last_metrics['peak_mem_bytes'] / 2**20:.0f}MiB",
-                  flush=True)
+            print(
+                f"{STEP_PREFIX} {step + 1}/{steps} loss={avg:.4f} step_time={dt:.3f}s "
+                f"tokens/s={tokens_per_step / dt:.0f} peak_mem={last_metrics['peak_mem_bytes'] / 2**20:.0f}MiB",
+                flush=True,
+            )
         if step + 1 == steps:
             break  # the last step's checkpoint carries the run's summary
         if every and (step + 1) % every == 0:
@@ -209,8 +234,9 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
     return losses, step_times, last_metrics
 
 
-def _summary(w: _Worker, cfg: dict[str, Any], losses, step_times, last_metrics, start_step: int,
-             steps: int) -> dict[str, Any]:
+def _summary(
+    w: _Worker, cfg: dict[str, Any], losses, step_times, last_metrics, start_step: int, steps: int
+) -> dict[str, Any]:
     """Every rank's figures, gathered: throughput after warm-up, peak memory, sharded state, finite loss."""
     import torch.distributed as dist
 
@@ -218,17 +244,37 @@ def _summary(w: _Worker, cfg: dict[str, Any], losses, step_times, last_metrics, 
     warm = int(cfg.get("warmup_steps", 0))
     timed = step_times[warm:] if len(step_times) > warm else step_times
     mean_dt = sum(timed) / len(timed) if timed else float("nan")
-    mine = dict(rank=w.rank, node_id=w.node_id, host=w.host, pid=os.getpid(), device=str(w.device),
-                steps_run=len(step_times), mean_step_time_s=mean_dt,
-                tokens_per_s=(tokens_per_step / mean_dt) if timed else 0.0,
-                peak_mem_bytes=_peak_memory(w.device), state_bytes=local_state_bytes(w.model, w.optimizer),
-                loss_finite=all(math.isfinite(x) for x in losses))
+    mine = dict(
+        rank=w.rank,
+        node_id=w.node_id,
+        host=w.host,
+        pid=os.getpid(),
+        device=str(w.device),
+        steps_run=len(step_times),
+        mean_step_time_s=mean_dt,
+        tokens_per_s=(tokens_per_step / mean_dt) if timed else 0.0,
+        peak_mem_bytes=_peak_memory(w.device),
+        state_bytes=local_state_bytes(w.model, w.optimizer),
+        loss_finite=all(math.isfinite(x) for x in losses),
+    )
     gathered: list[Any] = [None] * w.world
     dist.all_gather_object(gathered, mine)
-    print(f"[train] throughput rank={w.rank}/{w.world} tokens/s={mine['tokens_per_s']:.1f} "
-          f"step_time={mean_dt:.4f}s steps={len(step_times)} node={w.node_id[:12]}", flush=True)
-    final = dict(last_metrics, final=True, ranks=gathered, losses=losses, resumed_from=w.resumed_from,
-                 start_step=start_step, steps=steps, step_times=step_times, world_size=w.world)
+    print(
+        f"[train] throughput rank={w.rank}/{w.world} tokens/s={mine['tokens_per_s']:.1f} "
+        f"step_time={mean_dt:.4f}s steps={len(step_times)} node={w.node_id[:12]}",
+        flush=True,
+    )
+    final = dict(
+        last_metrics,
+        final=True,
+        ranks=gathered,
+        losses=losses,
+        resumed_from=w.resumed_from,
+        start_step=start_step,
+        steps=steps,
+        step_times=step_times,
+        world_size=w.world,
+    )
     if not step_times:
         final.update(step=steps, note="already complete: the latest checkpoint is at the last step")
     return final
@@ -244,10 +290,16 @@ def _save_and_report(model, optimizer, metrics, step, rank, cfg) -> None:
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=tmp)
         if rank == 0:
             with open(os.path.join(tmp, "raytrain_meta.json"), "w") as f:
-                json.dump(dict(step=step, model=cfg.get("model"), preset=cfg.get("preset"),
-                               world_size=metrics.get("world_size")), f)
-        ray.train.report(dict(metrics, checkpoint_step=step),
-                         checkpoint=ray.train.Checkpoint.from_directory(tmp))
+                json.dump(
+                    dict(
+                        step=step,
+                        model=cfg.get("model"),
+                        preset=cfg.get("preset"),
+                        world_size=metrics.get("world_size"),
+                    ),
+                    f,
+                )
+        ray.train.report(dict(metrics, checkpoint_step=step), checkpoint=ray.train.Checkpoint.from_directory(tmp))
     if rank == 0:
         print(f"[train] checkpoint saved at step {step}", flush=True)
 
@@ -269,6 +321,7 @@ def restore_check(checkpoint_dir: str, model_cfg: dict[str, Any]) -> dict[str, A
     before = {k: v.clone() for k, v in model.state_dict().items()}
     sd = {"model": model.state_dict()}
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         dcp.load(sd, checkpoint_id=checkpoint_dir, no_dist=True)
@@ -276,5 +329,11 @@ def restore_check(checkpoint_dir: str, model_cfg: dict[str, Any]) -> dict[str, A
     after = model.state_dict()
     finite = all(torch.isfinite(v).all().item() for v in after.values())
     changed = sum(not torch.equal(before[k], after[k]) for k in after)
-    return dict(ok=finite and changed > 0, step=meta.get("step"), tensors=len(after), changed=changed,
-                finite=finite, params=sum(v.numel() for k, v in after.items()))
+    return dict(
+        ok=finite and changed > 0,
+        step=meta.get("step"),
+        tensors=len(after),
+        changed=changed,
+        finite=finite,
+        params=sum(v.numel() for k, v in after.items()),
+    )

@@ -39,8 +39,17 @@ def test_token_auth_end_to_end(repo_root, test_runs_dir, monkeypatch):
     """One 0600 token file: a request without it gets 401, a job submitted with the helpers' client succeeds."""
     for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(k, raising=False)
-    s = config.load(repo_root / "env.yaml", environ={}, run_name="it-auth", auth_mode="token", worker_nodes=1,
-                    gcs_port=6393, dashboard_port=8273, temp_root="/tmp/raytrain-auth", gpus_per_worker_node=0)
+    s = config.load(
+        repo_root / "env.yaml",
+        environ={},
+        run_name="it-auth",
+        auth_mode="token",
+        worker_nodes=1,
+        gcs_port=6393,
+        dashboard_port=8273,
+        temp_root="/tmp/raytrain-auth",
+        gpus_per_worker_node=0,
+    )
     try:
         local.up(s)
         token_file = raylets.token_path(s)

@@ -34,11 +34,10 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
-from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
-
 from tests.conftest import TEST_LOCAL  # noqa: E402
-from tests.helpers import notebook_outputs  # noqa: E402
+from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
+from tests.helpers import notebook_outputs  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -57,8 +56,6 @@ CRDS = REPO.parent / "shared" / "kuberay-crds" / "v1.4.0"
 # --------------------------------------------------------------------------------------------
 
 
-
-
 def _no_secrets(text: str, where: str) -> None:
     for s in SECRETS:
         assert s not in text, f"a fake AWS credential appears in {where}"
@@ -71,8 +68,14 @@ def run_nb(name: str, work: Path, *, fails: bool = False, **params) -> str:
     params = dict(target="aws", run_name=RUN, env_file=str(work / "env.yaml"), **params)
     err = None
     try:
-        pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out), parameters=params, cwd=str(NB),
-                            kernel_name="python3", progress_bar=False)
+        pm.execute_notebook(
+            str(NB / f"{name}.ipynb"),
+            str(out),
+            parameters=params,
+            cwd=str(NB),
+            kernel_name="python3",
+            progress_bar=False,
+        )
     except pm.PapermillExecutionError as e:
         err = e
     text = notebook_outputs(out)
@@ -88,6 +91,7 @@ def run_nb(name: str, work: Path, *, fails: bool = False, **params) -> str:
 # --------------------------------------------------------------------------------------------
 # Module fixtures: one moto server, one stand-in, one local Ray cluster
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
@@ -120,7 +124,7 @@ def aws(env):
 def k8s_api(aws):
     """The healthy stand-in, relaying the head's 8265 to the local Ray cluster's dashboard."""
     opts = dict(context=CONTEXT, dashboard_upstream=f"127.0.0.1:{LOCAL['dashboard_port']}", delay_s=0.2)
-    if not CRDS.is_dir():            # without the release's CRD files (a bare clone), KubeRay is preinstalled
+    if not CRDS.is_dir():  # without the release's CRD files (a bare clone), KubeRay is preinstalled
         opts["operator_installed"] = True
     with standin("healthy", **opts) as st:
         yield st
@@ -140,17 +144,18 @@ def _eks():
 # 01, 02 against moto
 # --------------------------------------------------------------------------------------------
 
+
 def test_01_capacity_ranks_azs_and_recommends_a_placement(aws, work):
     text = run_nb("01_capacity", work)
     assert "AZs offering g6.12xlarge x 2, best first" in text
-    assert "| 1  | us-west-2      | us-west-2a (usw2-az2)" in text     # the ranked table, best first
+    assert "| 1  | us-west-2      | us-west-2a (usw2-az2)" in text  # the ranked table, best first
     assert "placement: us-west-2 / us-west-2a (usw2-az2) [ranked]" in text
     assert "capacity: OK" in text and "FSDP memory plan" in text
     assert (work / "runs" / RUN / "placement.json").is_file()
 
 
 def test_02_plan_renders_the_cluster_config_and_creates_nothing(aws, work):
-    text = run_nb("02_cluster", work)          # on aws the default action without assume_yes is plan
+    text = run_nb("02_cluster", work)  # on aws the default action without assume_yes is plan
     assert "cluster step 'plan'" in text and "kind: ClusterConfig" in text
     assert "name: raytrain-tutorial" in text and "efaEnabled: true" in text
     assert "actions planned (nothing was created)" in text
@@ -165,20 +170,25 @@ def test_02_up_creates_the_cluster_through_eksctl(aws, work):
     assert _eks().describe_cluster(name=CLUSTER)["cluster"]["status"] == "ACTIVE"
     ng = _eks().describe_nodegroup(clusterName=CLUSTER, nodegroupName="gpu-efa")["nodegroup"]
     assert ng["status"] == "ACTIVE" and ng["scalingConfig"]["desiredSize"] == 2
-    _no_secrets("\n".join(p.read_text(errors="replace") for p in (work / "runs").rglob("*") if p.is_file()),
-                "runs/ (eksctl logs and configs)")
+    _no_secrets(
+        "\n".join(p.read_text(errors="replace") for p in (work / "runs").rglob("*") if p.is_file()),
+        "runs/ (eksctl logs and configs)",
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # 03, 04 against the Kubernetes stand-in
 # --------------------------------------------------------------------------------------------
 
+
 def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     text = run_nb("03_plugins", work)
     assert "device plugins (aws, up): OK - every GPU node advertises its GPUs and EFA" in text
     assert text.count("| g6.12xlarge   | us-west-2a | 4/4            | 1                     | ok") == 2
     assert {n["metadata"]["name"] for n in kubeconfig.objects("apps/v1", "daemonsets", "kube-system")} == {
-        "nvidia-device-plugin-daemonset", "aws-efa-k8s-device-plugin-daemonset"}
+        "nvidia-device-plugin-daemonset",
+        "aws-efa-k8s-device-plugin-daemonset",
+    }
 
 
 def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
@@ -190,17 +200,39 @@ def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
     assert all(p["status"]["phase"] == "Running" for p in pods)
 
 
-@pytest.mark.parametrize("scenario,notebook,diagnosis", [
-    ("plugin-desired-0", "03_plugins",
-     ["stopped waiting, a device plugin's DaemonSet does not admit the GPU nodes", "DESIRED 0 for 2 GPU node(s)",
-      "lacks the label role=gpu-worker", "label role=gpu-worker (nodeSelector) missing"]),
-    ("pods-pending", "04_kuberay",
-     ["the nodes cannot host the RayCluster; nothing was applied",
-      "untolerated taint dedicated=ml-training:NoSchedule"]),
-    ("head-never-ready", "04_kuberay",
-     ["stopped waiting, a pod is crash-looping", "restarted 3 times without becoming Ready",
-      "is Running but not Ready", "RAY_VERSION differs from the image's Ray"]),
-])
+@pytest.mark.parametrize(
+    "scenario,notebook,diagnosis",
+    [
+        (
+            "plugin-desired-0",
+            "03_plugins",
+            [
+                "stopped waiting, a device plugin's DaemonSet does not admit the GPU nodes",
+                "DESIRED 0 for 2 GPU node(s)",
+                "lacks the label role=gpu-worker",
+                "label role=gpu-worker (nodeSelector) missing",
+            ],
+        ),
+        (
+            "pods-pending",
+            "04_kuberay",
+            [
+                "the nodes cannot host the RayCluster; nothing was applied",
+                "untolerated taint dedicated=ml-training:NoSchedule",
+            ],
+        ),
+        (
+            "head-never-ready",
+            "04_kuberay",
+            [
+                "stopped waiting, a pod is crash-looping",
+                "restarted 3 times without becoming Ready",
+                "is Running but not Ready",
+                "RAY_VERSION differs from the image's Ray",
+            ],
+        ),
+    ],
+)
 def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, env, work, monkeypatch):
     with standin(scenario, context=CONTEXT, delay_s=0.05) as st:
         monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
@@ -214,6 +246,7 @@ def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, e
 # 05, 06: the real job through the port-forward, then verification
 # --------------------------------------------------------------------------------------------
 
+
 def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_cluster, work):
     # On EKS storage_path must be s3://... (every worker pod must reach it; jobs.storage_path refuses an empty
     # one on aws). Here the "pods" are local raylets, so a local directory stands in for the bucket.
@@ -221,9 +254,12 @@ def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_clus
     pf = [line for line in text.splitlines() if line.startswith("submitted raytrain-awsnb-")]
     assert pf, text[-2000:]
     port = int(pf[0].rsplit(":", 1)[1])
-    assert port != LOCAL["dashboard_port"]               # a port-forward, not the dashboard itself
-    head = next(p["metadata"]["name"] for p in kubeconfig.objects("v1", "pods", "ray-train")
-                if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    assert port != LOCAL["dashboard_port"]  # a port-forward, not the dashboard itself
+    head = next(
+        p["metadata"]["name"]
+        for p in kubeconfig.objects("v1", "pods", "ray-train")
+        if p["metadata"]["labels"]["ray.io/node-type"] == "head"
+    )
     assert (head, 8265) in kubeconfig.cluster.portforwards
     assert "SUCCEEDED" in text and "steps 0->2 of 2" in text and "world size 2" in text
     assert "[train] SUCCESS rank=0/2" in text and "[train] SUCCESS rank=1/2" in text
@@ -233,6 +269,7 @@ def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_clus
 def _serve_nccl_logs(st, work, healthy: str, other_run: str) -> str:
     """The worker pods serve this run's NCCL logs (``healthy``) and an earlier run's (``other_run``)."""
     import json
+
     marker = json.loads((work / "runs" / RUN / "job.json").read_text())["config"]["marker"]
     nodes = st.gpu_nodes()
     files = ray_worker_logs((FIX / healthy).read_text(), marker, nodes)
@@ -261,21 +298,24 @@ def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_
     assert rows["GPUs allocatable on every GPU node"] == ("PASS", "2 GPU node(s) advertise nvidia.com/gpu=4")
     assert rows["EFA allocatable on every GPU node"][0] == "PASS"
     assert rows["EFA RDMA capability (fi_info -p efa)"] == (
-        "PASS", "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)")
+        "PASS",
+        "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)",
+    )
     assert rows["head Ready + workers Running"] == ("PASS", "head Ready, workers Running 2/2")
-    assert rows["job SUCCEEDED"] == ("PASS", "SUCCEEDED (cluster now says SUCCEEDED)")   # asked through the forward
+    assert rows["job SUCCEEDED"] == ("PASS", "SUCCEEDED (cluster now says SUCCEEDED)")  # asked through the forward
     assert rows["NCCL transport as expected (efa) for every rank pair"][1].startswith("pass: 8 ranks on 2 host(s)")
     assert {r for r, _ in rows.values()} == {"PASS"} and len(rows) == 13, rows
     calls = kubeconfig.cluster.exec_log[n_exec:]
     workers = {p for p, _ in calls}
     assert len(workers) == 2 and all("-worker-" in p for p in workers)
     assert sum(1 for _, argv in calls if argv[:1] == ["fi_info"]) == 2
-    assert sum(1 for _, argv in calls if argv[:1] == ["cat"]) == 16     # 8 ranks x (.out + .err), not the old run
+    assert sum(1 for _, argv in calls if argv[:1] == ["cat"]) == 16  # 8 ranks x (.out + .err), not the old run
 
 
 # --------------------------------------------------------------------------------------------
 # 08: everything gone, in reverse order, verified by listing
 # --------------------------------------------------------------------------------------------
+
 
 def test_08_teardown_removes_everything_in_reverse_order(kubeconfig, aws, work):
     n_calls = len(aws.eksctl_calls())
@@ -286,15 +326,23 @@ def test_08_teardown_removes_everything_in_reverse_order(kubeconfig, aws, work):
     assert [d for d in st.objects("apps/v1", "deployments") if "kuberay" in d["metadata"]["name"]] == []
     assert st.objects("apps/v1", "daemonsets", "kube-system") == []
     deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
-    first = {k: next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/",
-                                                                          "/daemonsets/")}
+    first = {
+        k: next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/", "/daemonsets/")
+    }
     assert first["/rayclusters/"] < first["/deployments/"] < first["/daemonsets/"]
     ops = [" ".join(c["argv"][:2]) for c in aws.eksctl_calls()[n_calls:]]
     assert ops == ["delete nodegroup", "delete cluster"]
     assert _eks().list_clusters()["clusters"] == []
     assert "left in the account: nothing" in text and "teardown: everything is gone" in text
-    table = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in text.splitlines()
-             if ln.startswith("| ") and ("| gone " in ln or "| LEFT " in ln)]
+    table = [
+        [c.strip() for c in ln.strip().strip("|").split("|")]
+        for ln in text.splitlines()
+        if ln.startswith("| ") and ("| gone " in ln or "| LEFT " in ln)
+    ]
     assert [(what.split(" (")[0].split(",")[0], state) for what, state, _ in table] == [
-        ("RayCluster ray-train/raytrain and its pods", "gone"), ("KubeRay operator", "gone"),
-        ("device plugins", "gone"), ("GPU node group 'gpu-efa'", "gone"), ("EKS cluster raytrain-tutorial", "gone")]
+        ("RayCluster ray-train/raytrain and its pods", "gone"),
+        ("KubeRay operator", "gone"),
+        ("device plugins", "gone"),
+        ("GPU node group 'gpu-efa'", "gone"),
+        ("EKS cluster raytrain-tutorial", "gone"),
+    ]

@@ -20,9 +20,25 @@ pytestmark = pytest.mark.notebooks
 def _nbval(paths, tmp_path, timeout=1500):
     env = dict(os.environ, RAYTRAIN_RUNS_DIR=str(tmp_path / "runs"), PYTHONUNBUFFERED="1")
     env = {k: v for k, v in env.items() if not k.startswith("RAYTRAIN_") or k in ("RAYTRAIN_RUNS_DIR",)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "900",
-           "--nbval-sanitize-with", str(SANITIZE), "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-           "-o", "addopts=", *map(str, paths)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "--nbval",
+        "--nbval-current-env",
+        "--nbval-cell-timeout",
+        "900",
+        "--nbval-sanitize-with",
+        str(SANITIZE),
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(tmp_path),
+        "-o",
+        "addopts=",
+        *map(str, paths),
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -27,8 +27,9 @@ def test_parameters_are_discoverable():
 
 
 def _run(name: str, out: Path, params: dict) -> str:
-    pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out), parameters=params, cwd=str(NB),
-                        kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(
+        str(NB / f"{name}.ipynb"), str(out), parameters=params, cwd=str(NB), kernel_name="python3", progress_bar=False
+    )
     return notebook_outputs(out)
 
 
@@ -58,21 +59,37 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, t
     assert rows["workers spread over >= 2 worker nodes, none on the head"] == "PASS"
 
     marker = second.config["marker"]
-    hits = [p for d in local.session_log_dirs(local_settings) for p in d.glob("worker-*.out")
-            if f"[raytrain] marker={marker}" in p.read_text(errors="replace")]
+    hits = [
+        p
+        for d in local.session_log_dirs(local_settings)
+        for p in d.glob("worker-*.out")
+        if f"[raytrain] marker={marker}" in p.read_text(errors="replace")
+    ]
     assert len({p.parents[2] for p in hits}) == 2, "each worker raylet holds one rank's log"
 
 
 def test_verify_fails_the_run_headless_when_a_criterion_fails(local_cluster, tmp_path):
     params = dict(TEST_LOCAL, run_name="pm-never-ran")
     with pytest.raises(pm.PapermillExecutionError) as e:
-        pm.execute_notebook(str(NB / "06_verify.ipynb"), str(tmp_path / "06.ipynb"), parameters=params,
-                            cwd=str(NB), kernel_name="python3", progress_bar=False)
+        pm.execute_notebook(
+            str(NB / "06_verify.ipynb"),
+            str(tmp_path / "06.ipynb"),
+            parameters=params,
+            cwd=str(NB),
+            kernel_name="python3",
+            progress_bar=False,
+        )
     assert "failed criteria" in str(e.value) and "05_train" in str(e.value)
 
 
 def test_bad_parameter_fails_with_the_field_named(tmp_path):
     with pytest.raises(pm.PapermillExecutionError) as e:
-        pm.execute_notebook(str(NB / "01_capacity.ipynb"), str(tmp_path / "01.ipynb"),
-                            parameters=dict(seq_len=4), cwd=str(NB), kernel_name="python3", progress_bar=False)
+        pm.execute_notebook(
+            str(NB / "01_capacity.ipynb"),
+            str(tmp_path / "01.ipynb"),
+            parameters=dict(seq_len=4),
+            cwd=str(NB),
+            kernel_name="python3",
+            progress_bar=False,
+        )
     assert "ConfigError" in str(e.value) and "train.seq_len (SEQ_LEN)" in str(e.value)

@@ -7,10 +7,10 @@ Exports the names of :mod:`..base` (the Target interface). Credentials come only
 from __future__ import annotations
 
 from .eks import cluster, teardown
-from .placement import capacity
 from .jobs import benchmark_variants, job_defaults, where
 from .kuberay import infra_criteria, job_server, raycluster
 from .logs import worker_logs
+from .placement import capacity
 from .plugins import devices
 
 NAME = "aws"

@@ -7,13 +7,13 @@ Exports the names of :mod:`..base` (the Target interface).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ...core.config import Settings
 from ..base import JobDefaults
 from . import raylets, standin
 from .logs import collect_local_logs
-from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
 from .raylets import (
     LocalClusterError,
     LocalClusterInfo,
@@ -25,6 +25,7 @@ from .raylets import (
     up,
 )
 from .raylets import teardown as stop_cluster
+from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
 
 NAME = "local"
 ACTIONS = ("up", "status", "down", "plan")
@@ -34,7 +35,9 @@ def where(settings: Settings) -> str:
     return f"local Ray cluster: head + {settings.local.worker_nodes} worker raylet(s)"
 
 
-def capacity(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None) -> LocalCapacity:
+def capacity(
+    settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None
+) -> LocalCapacity:
     """CPUs, memory and GPUs here against the local cluster's shape, and the memory plan (``probe`` is aws only)."""
     return local_resources(settings)
 
@@ -67,8 +70,9 @@ def job_server(settings: Settings) -> Iterator[str]:
     """The head's dashboard on 127.0.0.1 (nothing to open or close)."""
     info = raylets.status(settings)
     if not info.running:
-        raise RuntimeError("the local Ray cluster is not running. Fix: run 02_cluster "
-                           "(or `raytrain-tutorial up`) first")
+        raise RuntimeError(
+            "the local Ray cluster is not running. Fix: run 02_cluster (or `raytrain-tutorial up`) first"
+        )
     yield info.dashboard_url
 
 
@@ -87,15 +91,23 @@ def worker_logs(settings: Settings, marker: str) -> dict[str, str]:
 def infra_criteria(settings: Settings) -> list[tuple[str, bool | None, str]]:
     """No Kubernetes device plugins here: the rows say so instead of passing."""
     why = "n/a on local (no Kubernetes device plugins)"
-    return [(name, None, why) for name in ("GPUs allocatable on every GPU node", "EFA allocatable on every GPU node",
-                                           "EFA RDMA capability (fi_info -p efa)")]
+    return [
+        (name, None, why)
+        for name in (
+            "GPUs allocatable on every GPU node",
+            "EFA allocatable on every GPU node",
+            "EFA RDMA capability (fi_info -p efa)",
+        )
+    ]
 
 
 def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
     """GPUs: P2P/NVLink vs forced sockets. CPU: the gloo baseline alone (no NCCL transport to change)."""
     if job_defaults(settings).use_gpu:
-        return [dict(label="p2p", expect="p2p", env={}),
-                dict(label="socket", expect="socket", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})]
+        return [
+            dict(label="p2p", expect="p2p", env={}),
+            dict(label="socket", expect="socket", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}),
+        ]
     return [dict(label="gloo", expect="none", env={})]
 
 
@@ -104,7 +116,29 @@ def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
     return stop_cluster(settings)
 
 
-__all__ = ["NAME", "where", "capacity", "cluster", "devices", "raycluster", "job_server", "job_defaults",
-           "worker_logs", "infra_criteria", "benchmark_variants", "teardown", "LocalCapacity", "LocalClusterError",
-           "LocalClusterInfo", "TeardownResult", "local_world_size", "resolve_local_gpus", "session_log_dirs",
-           "our_pids", "up", "down", "status", "ACTIONS"]
+__all__ = [
+    "NAME",
+    "where",
+    "capacity",
+    "cluster",
+    "devices",
+    "raycluster",
+    "job_server",
+    "job_defaults",
+    "worker_logs",
+    "infra_criteria",
+    "benchmark_variants",
+    "teardown",
+    "LocalCapacity",
+    "LocalClusterError",
+    "LocalClusterInfo",
+    "TeardownResult",
+    "local_world_size",
+    "resolve_local_gpus",
+    "session_log_dirs",
+    "our_pids",
+    "up",
+    "down",
+    "status",
+    "ACTIONS",
+]

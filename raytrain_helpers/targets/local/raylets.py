@@ -30,6 +30,7 @@ from ...clients.rayjobs import auth_headers
 from ...core.config import Settings
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.tables import table
+
 STATE_FILE = "cluster.json"
 
 
@@ -40,6 +41,7 @@ class LocalClusterError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Shape and paths
 # --------------------------------------------------------------------------------------------
+
 
 def _root(settings: Settings) -> Path:
     return Path(settings.local.temp_root)
@@ -54,8 +56,9 @@ def _visible_gpu_ids() -> list[str]:
     if env is not None:
         return [x for x in env.split(",") if x.strip() != ""]
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
         if out.returncode == 0:
             return [x.strip() for x in out.stdout.splitlines() if x.strip()]
     except (OSError, subprocess.TimeoutExpired):
@@ -72,25 +75,40 @@ def desired_shape(settings: Settings) -> dict[str, Any]:
     if g * loc.worker_nodes > len(gpu_ids):
         raise LocalClusterError(
             f"local.gpus_per_worker_node = {g} x {loc.worker_nodes} worker nodes needs {g * loc.worker_nodes} GPUs "
-            f"but {len(gpu_ids)} are visible. Fix: gpus_per_worker_node: -1 (split what is there) or 0 (CPU)")
+            f"but {len(gpu_ids)} are visible. Fix: gpus_per_worker_node: -1 (split what is there) or 0 (CPU)"
+        )
     workers = []
     for i in range(loc.worker_nodes):
-        ids = gpu_ids[i * g:(i + 1) * g] if g else []
+        ids = gpu_ids[i * g : (i + 1) * g] if g else []
         slots = g if g else loc.cpus_per_worker_node
-        workers.append(dict(name=f"worker-{i}", gpus=ids, num_cpus=loc.cpus_per_worker_node if not g else max(
-            loc.cpus_per_worker_node, g), train_slots=slots))
-    return dict(gcs_port=loc.gcs_port, dashboard_port=loc.dashboard_port, object_store_mb=loc.object_store_mb,
-                auth_mode=loc.auth_mode, workers=workers, ray_version=_ray_version())
+        workers.append(
+            dict(
+                name=f"worker-{i}",
+                gpus=ids,
+                num_cpus=loc.cpus_per_worker_node if not g else max(loc.cpus_per_worker_node, g),
+                train_slots=slots,
+            )
+        )
+    return dict(
+        gcs_port=loc.gcs_port,
+        dashboard_port=loc.dashboard_port,
+        object_store_mb=loc.object_store_mb,
+        auth_mode=loc.auth_mode,
+        workers=workers,
+        ray_version=_ray_version(),
+    )
 
 
 def _ray_version() -> str:
     import ray
+
     return ray.__version__
 
 
 # --------------------------------------------------------------------------------------------
 # Cluster info
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class LocalClusterInfo:
@@ -118,13 +136,24 @@ class LocalClusterInfo:
         rows = []
         for n in self.nodes:
             r = n.get("resources", {})
-            rows.append((n["name"], n["role"], "alive" if n["alive"] else "DEAD", f"{r.get('CPU', 0):g}",
-                         f"{r.get('GPU', 0):g}", f"{r.get(TRAIN_SLOT, 0):g}", n["node_id"][:12]))
+            rows.append(
+                (
+                    n["name"],
+                    n["role"],
+                    "alive" if n["alive"] else "DEAD",
+                    f"{r.get('CPU', 0):g}",
+                    f"{r.get('GPU', 0):g}",
+                    f"{r.get(TRAIN_SLOT, 0):g}",
+                    n["node_id"][:12],
+                )
+            )
         return rows
 
     def show(self) -> None:
-        print(f"local Ray cluster: {'running' if self.running else 'not running'} ({self.action})"
-              + (f" - {self.message}" if self.message else ""))
+        print(
+            f"local Ray cluster: {'running' if self.running else 'not running'} ({self.action})"
+            + (f" - {self.message}" if self.message else "")
+        )
         if self.running:
             print(f"  GCS address:   {self.address}")
             print(f"  dashboard/jobs: {self.dashboard_url}   (127.0.0.1 only)")
@@ -164,9 +193,15 @@ def status(settings: Settings) -> LocalClusterInfo:
     state = _read_state(settings)
     _apply_auth_env(settings, state)
     if not _port_open(loc.gcs_port) or not _port_open(loc.dashboard_port):
-        return LocalClusterInfo(False, address, url, message="no head listening" if state is None else
-                                "state file present but the head is not answering (run `raytrain-tutorial down`)",
-                                shape=(state or {}).get("shape", {}))
+        return LocalClusterInfo(
+            False,
+            address,
+            url,
+            message="no head listening"
+            if state is None
+            else "state file present but the head is not answering (run `raytrain-tutorial down`)",
+            shape=(state or {}).get("shape", {}),
+        )
     try:
         raw = _list_nodes(url)
     except (urllib.error.URLError, OSError, KeyError, ValueError) as e:
@@ -177,12 +212,16 @@ def status(settings: Settings) -> LocalClusterInfo:
         nid = n["node_id"]
         is_head = bool(n.get("is_head_node"))
         res = n.get("resources_total", {}) or {}
-        nodes.append(dict(
-            node_id=nid, name="head" if is_head else names.get(nid, f"worker-{nid[:6]}"),
-            role="head" if is_head else "worker", alive=n.get("state") == "ALIVE",
-            resources={k: v for k, v in res.items() if not k.startswith("node:")},
-            temp_dir=str(_root(settings) / ("head" if is_head else names.get(nid, "?"))),
-        ))
+        nodes.append(
+            dict(
+                node_id=nid,
+                name="head" if is_head else names.get(nid, f"worker-{nid[:6]}"),
+                role="head" if is_head else "worker",
+                alive=n.get("state") == "ALIVE",
+                resources={k: v for k, v in res.items() if not k.startswith("node:")},
+                temp_dir=str(_root(settings) / ("head" if is_head else names.get(nid, "?"))),
+            )
+        )
     nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
     return LocalClusterInfo(True, address, url, nodes=nodes, shape=(state or {}).get("shape", {}))
 
@@ -199,6 +238,7 @@ def session_log_dirs(settings: Settings) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 # Auth (Ray token authentication, off by default in 2.58)
 # --------------------------------------------------------------------------------------------
+
 
 def token_path(settings: Settings) -> Path:
     return _root(settings) / "auth_token"
@@ -220,14 +260,16 @@ def _apply_auth_env(settings: Settings, state: dict[str, Any] | None = None) -> 
 # up / down
 # --------------------------------------------------------------------------------------------
 
+
 def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args]
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
         # a new session: the raylets must outlive the notebook kernel that started them
-        rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=180,
-                            start_new_session=True).returncode
+        rc = subprocess.run(
+            cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=180, start_new_session=True
+        ).returncode
     if rc != 0:
         tail = log.read_text()[-2000:]
         raise LocalClusterError(f"`ray start` failed (exit {rc}); see {log}:\n{tail}")
@@ -235,8 +277,7 @@ def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
 
 def _base_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-                "PYTHONUNBUFFERED": "1"})
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "PYTHONUNBUFFERED": "1"})
     # The dashboard gives each of its modules 30 s to start; on a busy 2-core machine (a laptop running the
     # notebooks, CI) the metrics module can need longer, and `ray start --head` then fails.
     env.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "120")
@@ -259,25 +300,37 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
         return reuse(settings, current, shape)
     loc = settings.local
     if plan:
-        return LocalClusterInfo(False, f"{LOOPBACK}:{loc.gcs_port}", f"http://{LOOPBACK}:{loc.dashboard_port}",
-                                action="plan", shape=shape,
-                                message=f"would start a head (num-cpus 0, num-gpus 0) and {_shape_str(shape)}")
+        return LocalClusterInfo(
+            False,
+            f"{LOOPBACK}:{loc.gcs_port}",
+            f"http://{LOOPBACK}:{loc.dashboard_port}",
+            action="plan",
+            shape=shape,
+            message=f"would start a head (num-cpus 0, num-gpus 0) and {_shape_str(shape)}",
+        )
     for port, what in ((loc.gcs_port, "gcs_port"), (loc.dashboard_port, "dashboard_port")):
         if _port_open(port):
-            raise LocalClusterError(f"port {port} (local.{what}) is already in use by another program. "
-                                    f"Fix: choose a free port for local.{what}")
+            raise LocalClusterError(
+                f"port {port} (local.{what}) is already in use by another program. "
+                f"Fix: choose a free port for local.{what}"
+            )
     _stop_processes(settings)  # leftovers of a crashed cluster under our temp root
     _root(settings).mkdir(parents=True, exist_ok=True)
     env = _base_env(settings)
     env.update(_new_auth_token(settings))
     from tqdm import tqdm
 
-    bar = tqdm(total=1 + len(shape["workers"]), desc="starting raylets", unit="node", file=sys.stderr,
-               ncols=80, bar_format="{desc}: {n_fmt}/{total_fmt} {bar} {elapsed}")
+    bar = tqdm(
+        total=1 + len(shape["workers"]),
+        desc="starting raylets",
+        unit="node",
+        file=sys.stderr,
+        ncols=80,
+        bar_format="{desc}: {n_fmt}/{total_fmt} {bar} {elapsed}",
+    )
     try:
         names = _start_raylets(settings, shape, env, timeout_s, on_node=lambda: bar.update(1))
-        state_path(settings).write_text(json.dumps(dict(shape=shape, node_names=names, started=time.time()),
-                                                   indent=2))
+        state_path(settings).write_text(json.dumps(dict(shape=shape, node_names=names, started=time.time()), indent=2))
     except BaseException:
         # nothing half-created is left behind
         _stop_processes(settings)
@@ -298,14 +351,17 @@ def reuse(settings: Settings, current: LocalClusterInfo, shape: dict[str, Any]) 
         raise LocalClusterError(
             f"a local Ray cluster is already running on {LOOPBACK}:{settings.local.gcs_port} with a different "
             f"shape ({_shape_str(have)}) than the settings ask for ({_shape_str(shape)}). "
-            f"Fix: `raytrain-tutorial down` then re-run, or change local.gcs_port/dashboard_port")
+            f"Fix: `raytrain-tutorial down` then re-run, or change local.gcs_port/dashboard_port"
+        )
     alive_workers = [n for n in current.workers if n["alive"]]
     if len(alive_workers) == len(shape["workers"]):
         current.action = "reused"
         current.message = "a running cluster of the same shape was reused"
         return current
-    raise LocalClusterError(f"the running cluster has {len(alive_workers)} of {len(shape['workers'])} worker "
-                            f"nodes alive. Fix: `raytrain-tutorial down` then re-run")
+    raise LocalClusterError(
+        f"the running cluster has {len(alive_workers)} of {len(shape['workers'])} worker "
+        f"nodes alive. Fix: `raytrain-tutorial down` then re-run"
+    )
 
 
 def _new_auth_token(settings: Settings) -> dict[str, str]:
@@ -320,35 +376,75 @@ def _new_auth_token(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _start_raylets(settings: Settings, shape: dict[str, Any], env: dict[str, str], timeout_s: float,
-                   on_node) -> dict[str, str]:
+def _start_raylets(
+    settings: Settings, shape: dict[str, Any], env: dict[str, str], timeout_s: float, on_node
+) -> dict[str, str]:
     """``ray start`` the head, then each worker; returns node id -> worker name."""
     loc = settings.local
     root = _root(settings)
     log = root / "ray-start.log"
     log.write_text("")
     obj = str(loc.object_store_mb * 1024 * 1024)
-    _ray_start(["--head", "--node-ip-address", LOOPBACK, "--port", str(loc.gcs_port),
-                "--dashboard-host", LOOPBACK, "--dashboard-port", str(loc.dashboard_port),
-                "--include-dashboard", "true", "--num-cpus", "0", "--num-gpus", "0",
-                "--object-store-memory", obj, "--temp-dir", str(root / "head"),
-                "--dashboard-agent-listen-port", str(_free_port()),
-                "--disable-usage-stats"], dict(env, CUDA_VISIBLE_DEVICES=""), log)
+    _ray_start(
+        [
+            "--head",
+            "--node-ip-address",
+            LOOPBACK,
+            "--port",
+            str(loc.gcs_port),
+            "--dashboard-host",
+            LOOPBACK,
+            "--dashboard-port",
+            str(loc.dashboard_port),
+            "--include-dashboard",
+            "true",
+            "--num-cpus",
+            "0",
+            "--num-gpus",
+            "0",
+            "--object-store-memory",
+            obj,
+            "--temp-dir",
+            str(root / "head"),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--disable-usage-stats",
+        ],
+        dict(env, CUDA_VISIBLE_DEVICES=""),
+        log,
+    )
     url = f"http://{LOOPBACK}:{loc.dashboard_port}"
     _wait(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
     on_node()
     names: dict[str, str] = {}
     for w in shape["workers"]:
         before = {n["node_id"] for n in _safe_nodes(url)}
-        _ray_start(["--address", f"{LOOPBACK}:{loc.gcs_port}", "--node-ip-address", LOOPBACK,
-                    "--num-cpus", str(w["num_cpus"]), "--num-gpus", str(len(w["gpus"])),
-                    "--resources", json.dumps({TRAIN_SLOT: w["train_slots"]}),
-                    "--object-store-memory", obj, "--temp-dir", str(root / w["name"]),
-                    # Ray's default agent port (52365) is the same for every raylet: on one host the
-                    # second agent cannot bind it, and job submission then finds no agent
-                    "--dashboard-agent-listen-port", str(_free_port()),
-                    "--disable-usage-stats"], dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"])), log)
-        _wait(lambda: len(_alive(url) - before) >= 1, timeout_s, f"{w['name']} to register")
+        _ray_start(
+            [
+                "--address",
+                f"{LOOPBACK}:{loc.gcs_port}",
+                "--node-ip-address",
+                LOOPBACK,
+                "--num-cpus",
+                str(w["num_cpus"]),
+                "--num-gpus",
+                str(len(w["gpus"])),
+                "--resources",
+                json.dumps({TRAIN_SLOT: w["train_slots"]}),
+                "--object-store-memory",
+                obj,
+                "--temp-dir",
+                str(root / w["name"]),
+                # Ray's default agent port (52365) is the same for every raylet: on one host the
+                # second agent cannot bind it, and job submission then finds no agent
+                "--dashboard-agent-listen-port",
+                str(_free_port()),
+                "--disable-usage-stats",
+            ],
+            dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"])),
+            log,
+        )
+        _wait(lambda known=before: len(_alive(url) - known) >= 1, timeout_s, f"{w['name']} to register")
         names[(_alive(url) - before).pop()] = w["name"]
         on_node()
     return names
@@ -385,8 +481,11 @@ def _shape_str(shape: dict[str, Any] | None) -> str:
         return "unknown"
     ws = shape.get("workers", [])
     g = len(ws[0]["gpus"]) if ws else 0
-    return (f"{len(ws)} worker node(s) x " + (f"{g} GPU" if g else f"{ws[0]['num_cpus'] if ws else 0} CPU")
-            + f", ports {shape.get('gcs_port')}/{shape.get('dashboard_port')}")
+    return (
+        f"{len(ws)} worker node(s) x "
+        + (f"{g} GPU" if g else f"{ws[0]['num_cpus'] if ws else 0} CPU")
+        + f", ports {shape.get('gcs_port')}/{shape.get('dashboard_port')}"
+    )
 
 
 def our_pids(settings: Settings) -> list[int]:
@@ -413,8 +512,13 @@ def our_pids(settings: Settings) -> list[int]:
             cwd = os.readlink(d / "cwd")
         except OSError:
             cwd = ""
-        if (root + "/") in cmd or cmd.endswith(root + " ") or cwd == root or cwd.startswith(root + "/") or (
-                gcs in cmd and "ray" in cmd and ("gcs_server" in cmd or "raylet" in cmd)):
+        if (
+            (root + "/") in cmd
+            or cmd.endswith(root + " ")
+            or cwd == root
+            or cwd.startswith(root + "/")
+            or (gcs in cmd and "ray" in cmd and ("gcs_server" in cmd or "raylet" in cmd))
+        ):
             matched.add(pid)
     todo = list(matched)
     while todo:
@@ -458,11 +562,13 @@ def down(settings: Settings) -> LocalClusterInfo:
     state_path(settings).unlink(missing_ok=True)
     after = status(settings)
     if left or after.running:
-        raise LocalClusterError(f"{left} process(es) of the local cluster did not stop; "
-                                f"stop them with `ray stop --force`")
+        raise LocalClusterError(
+            f"{left} process(es) of the local cluster did not stop; stop them with `ray stop --force`"
+        )
     after.action = "stopped"
-    after.message = (f"stopped {len(before.nodes)} node(s), {n} process(es)" if before.running or n
-                     else "nothing was running")
+    after.message = (
+        f"stopped {len(before.nodes)} node(s), {n} process(es)" if before.running or n else "nothing was running"
+    )
     return after
 
 
@@ -475,13 +581,24 @@ class TeardownResult:
         return all(ok for _, ok, _ in self.steps)
 
     def show(self) -> None:
-        table([(name, "gone" if ok else "LEFT", ev) for name, ok, ev in self.steps], ["what", "state", "evidence"],
-              title="teardown (reverse order)", max_width=90)
+        table(
+            [(name, "gone" if ok else "LEFT", ev) for name, ok, ev in self.steps],
+            ["what", "state", "evidence"],
+            title="teardown (reverse order)",
+            max_width=90,
+        )
 
 
 def teardown(settings: Settings) -> TeardownResult:
     """Stop the local cluster and check by listing that none of its processes is left."""
     info = down(settings)
     left = our_pids(settings)
-    return TeardownResult([("local Ray cluster (head + worker raylets)", not info.running and not left,
-                            f"{info.message}; {len(left)} process(es) left")])
+    return TeardownResult(
+        [
+            (
+                "local Ray cluster (head + worker raylets)",
+                not info.running and not left,
+                f"{info.message}; {len(left)} process(es) left",
+            )
+        ]
+    )

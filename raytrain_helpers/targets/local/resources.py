@@ -56,8 +56,9 @@ class LocalCapacity:
         return not self.problems
 
     def show(self) -> None:
-        table(self.rows(), ["resource", "found", "required", "verdict"],
-              title="capacity on this machine (local target)")
+        table(
+            self.rows(), ["resource", "found", "required", "verdict"], title="capacity on this machine (local target)"
+        )
         table(self.plan.rows(), ["memory plan", "value"], title="FSDP memory plan per device", max_width=80)
         for p in self.problems:
             print(f"PROBLEM: {p}")
@@ -68,19 +69,40 @@ class LocalCapacity:
         gpu_found = f"{len(self.gpus)} x {self.gpus[0]['name']}" if self.gpus else "none"
         need_gpu = self.worker_nodes * self.gpus_per_worker_node
         rows = [
-            ("CPU cores", str(self.cpus), f"{self.worker_nodes} worker node(s) x "
-             f"{self.slots_per_node if not need_gpu else 1}", "ok"),
-            ("memory available", f"{self.mem_available_gib:.1f} GiB", f"~{self.required_mem_gib:.1f} GiB",
-             "ok" if self.mem_available_gib >= self.required_mem_gib else "SHORT"),
-            ("GPUs", gpu_found, str(need_gpu) if need_gpu else "0 (CPU run, gloo)",
-             "ok" if len(self.gpus) >= need_gpu else "SHORT"),
-            ("training workers", f"{self.world_size} ({self.backend})",
-             f">= 2 over {self.worker_nodes} node(s)", "ok" if self.world_size >= 1 else "SHORT"),
+            (
+                "CPU cores",
+                str(self.cpus),
+                f"{self.worker_nodes} worker node(s) x {self.slots_per_node if not need_gpu else 1}",
+                "ok",
+            ),
+            (
+                "memory available",
+                f"{self.mem_available_gib:.1f} GiB",
+                f"~{self.required_mem_gib:.1f} GiB",
+                "ok" if self.mem_available_gib >= self.required_mem_gib else "SHORT",
+            ),
+            (
+                "GPUs",
+                gpu_found,
+                str(need_gpu) if need_gpu else "0 (CPU run, gloo)",
+                "ok" if len(self.gpus) >= need_gpu else "SHORT",
+            ),
+            (
+                "training workers",
+                f"{self.world_size} ({self.backend})",
+                f">= 2 over {self.worker_nodes} node(s)",
+                "ok" if self.world_size >= 1 else "SHORT",
+            ),
         ]
         if self.plan.device_mem_gib is not None:
-            rows.append(("per-device memory", f"{self.plan.device_mem_gib:.0f} GiB",
-                         f"{self.plan.peak_per_device_gib:.2f} GiB planned peak",
-                         "ok" if self.plan.fits else "SHORT"))
+            rows.append(
+                (
+                    "per-device memory",
+                    f"{self.plan.device_mem_gib:.0f} GiB",
+                    f"{self.plan.peak_per_device_gib:.2f} GiB planned peak",
+                    "ok" if self.plan.fits else "SHORT",
+                )
+            )
         return rows
 
 
@@ -108,13 +130,17 @@ def local_resources(settings: Settings) -> LocalCapacity:
     slots, world = local_world_size(settings, g)
     problems: list[str] = []
     if settings.train.num_workers and settings.train.num_workers > slots * settings.local.worker_nodes:
-        problems.append(f"num_workers = {settings.train.num_workers} but the local cluster has only "
-                        f"{slots * settings.local.worker_nodes} worker slots "
-                        f"({settings.local.worker_nodes} nodes x {slots}). Fix: num_workers: 0 (all) or more "
-                        f"worker_nodes / cpus_per_worker_node")
+        problems.append(
+            f"num_workers = {settings.train.num_workers} but the local cluster has only "
+            f"{slots * settings.local.worker_nodes} worker slots "
+            f"({settings.local.worker_nodes} nodes x {slots}). Fix: num_workers: 0 (all) or more "
+            f"worker_nodes / cpus_per_worker_node"
+        )
     if g * settings.local.worker_nodes > len(gpus):
-        problems.append(f"gpus_per_worker_node = {g} x {settings.local.worker_nodes} nodes needs "
-                        f"{g * settings.local.worker_nodes} GPUs, {len(gpus)} visible. Fix: gpus_per_worker_node: -1")
+        problems.append(
+            f"gpus_per_worker_node = {g} x {settings.local.worker_nodes} nodes needs "
+            f"{g * settings.local.worker_nodes} GPUs, {len(gpus)} visible. Fix: gpus_per_worker_node: -1"
+        )
     device_mem = min(x["mem_gib"] for x in gpus) if (gpus and g) else None
     plan = plan_for(settings, world, on_gpu=bool(g), device_mem_gib=device_mem)
     # every Ray node ~0.4 GiB + object store; every CPU training worker: torch + the model state
@@ -123,11 +149,25 @@ def local_resources(settings: Settings) -> LocalCapacity:
     required = ray_overhead + world * per_worker
     mem = _mem_available_gib()
     if mem == mem and mem < required:
-        problems.append(f"about {required:.1f} GiB of memory needed, {mem:.1f} GiB available. Fix: fewer "
-                        f"worker_nodes, a smaller batch_size/seq_len, or the tiny preset")
+        problems.append(
+            f"about {required:.1f} GiB of memory needed, {mem:.1f} GiB available. Fix: fewer "
+            f"worker_nodes, a smaller batch_size/seq_len, or the tiny preset"
+        )
     if plan.fits is False:
-        problems.append(f"planned peak {plan.peak_per_device_gib:.1f} GiB per GPU exceeds 90% of "
-                        f"{plan.device_mem_gib:.0f} GiB. Fix: {'; '.join(plan.notes)}")
-    return LocalCapacity(cpus=os.cpu_count() or 1, mem_available_gib=mem, gpus=gpus, worker_nodes=settings.local.worker_nodes,
-                         gpus_per_worker_node=g, slots_per_node=slots, world_size=world,
-                         backend="nccl" if g else "gloo", required_mem_gib=required, plan=plan, problems=problems)
+        problems.append(
+            f"planned peak {plan.peak_per_device_gib:.1f} GiB per GPU exceeds 90% of "
+            f"{plan.device_mem_gib:.0f} GiB. Fix: {'; '.join(plan.notes)}"
+        )
+    return LocalCapacity(
+        cpus=os.cpu_count() or 1,
+        mem_available_gib=mem,
+        gpus=gpus,
+        worker_nodes=settings.local.worker_nodes,
+        gpus_per_worker_node=g,
+        slots_per_node=slots,
+        world_size=world,
+        backend="nccl" if g else "gloo",
+        required_mem_gib=required,
+        plan=plan,
+        problems=problems,
+    )

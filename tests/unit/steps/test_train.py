@@ -29,8 +29,7 @@ def test_success_ranks_counts_each_rank_once():
 
 def test_job_config_and_env(clean_env, repo_root, tmp_path, monkeypatch):
     monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path))
-    s = config.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, steps=3,
-               run_name="unit")
+    s = config.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, steps=3, run_name="unit")
     s = config.with_overrides(s, env={"NCCL_SOCKET_IFNAME": "^lo,docker0"})
     cfg = train.job_config(s, marker="abc")
     assert cfg["steps"] == 3 and cfg["marker"] == "abc" and cfg["use_gpu"] is False

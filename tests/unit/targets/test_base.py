@@ -33,10 +33,12 @@ def test_target_exports_the_interface(name):
         got = inspect.signature(getattr(mod, attr))
         want_params = [p for p in want.parameters.values() if p.name != "self"]
         assert [(p.name, p.kind) for p in got.parameters.values()][: len(want_params)] == [
-            (p.name, p.kind) for p in want_params], f"targets.{name}.{attr}{got} differs from the interface {want}"
-        extra = list(got.parameters.values())[len(want_params):]
+            (p.name, p.kind) for p in want_params
+        ], f"targets.{name}.{attr}{got} differs from the interface {want}"
+        extra = list(got.parameters.values())[len(want_params) :]
         assert all(p.default is not p.empty or p.kind is p.VAR_KEYWORD for p in extra), (
-            f"targets.{name}.{attr} adds required parameters {extra}")
+            f"targets.{name}.{attr} adds required parameters {extra}"
+        )
 
 
 def test_for_settings_picks_the_target_module(clean_env, repo_root):
@@ -59,7 +61,11 @@ def test_only_for_settings_reads_settings_target():
     for path in sorted(PKG.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr == "target" and isinstance(node.value, ast.Name)
-                    and node.value.id in ("settings", "s", "cfg", "self_settings")):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "target"
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("settings", "s", "cfg", "self_settings")
+            ):
                 offenders.append(str(path.relative_to(PKG)))
     assert set(offenders) == {"targets/__init__.py"}, offenders

@@ -1,7 +1,7 @@
 """The aws glue between the steps: the worker pods' logs (steps.verify.worker_logs -> targets.aws.logs ->
 clients.kubernetes.exec_in_pod, against the stand-in), and 08's full teardown (targets.aws.teardown: RayCluster,
-operator, plugins, node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's infrastructure rows and
-the fail-fast of hopeless waits are in tests/unit/targets/aws/test_kuberay.py and test_plugins.py."""
+operator, plugins, node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's
+infrastructure rows and the fail-fast of hopeless waits are in test_kuberay.py and test_plugins.py beside this."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from tests.fakes.aws.fixtures import SECRETS, make_settings, moto_srv, srv  # noqa: E402,F401
-
 from raytrain_helpers import nccl  # noqa: E402
 from raytrain_helpers.clients import kubernetes  # noqa: E402
 from raytrain_helpers.core import config  # noqa: E402
@@ -25,6 +23,7 @@ from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
 from raytrain_helpers.targets.aws import common, eks, kuberay  # noqa: E402
 from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
+from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,7 +32,7 @@ QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 READY_OP = dict(plugins_installed=True, operator_installed=True, delay_s=0.05)
 NAME, R = "raytrain-tutorial", "us-west-2"
-CONTEXT = f"{NAME}.{R}.eksctl.io"        # what eksctl names the cluster in the kubeconfig
+CONTEXT = f"{NAME}.{R}.eksctl.io"  # what eksctl names the cluster in the kubeconfig
 
 
 def settings(**params):
@@ -42,13 +41,15 @@ def settings(**params):
 
 @pytest.fixture(autouse=True)
 def _no_helm(monkeypatch):
-    monkeypatch.setenv("PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":")
-                                        if not Path(p, "helm").exists()))
+    monkeypatch.setenv(
+        "PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":") if not Path(p, "helm").exists())
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # The worker pods' logs (06's NCCL audit on aws)
 # --------------------------------------------------------------------------------------------
+
 
 class _Run:
     def __init__(self, marker):
@@ -61,10 +62,17 @@ def test_worker_logs_come_from_the_pods_and_only_this_runs():
         assert kuberay.raycluster(s, **FAST).ok
         nodes = st.gpu_nodes()
         files = ray_worker_logs((FIX / "synthetic-efa-2x4-healthy.log").read_text(), "run0good0001", nodes)
-        older = ray_worker_logs((FIX / "synthetic-efa-2x4-sockets-provider.log").read_text(), "run0bad00001",
-                                nodes, job_id="01000000")
-        files = {n: {**files[n], **older[n], "/tmp/ray/session_latest/logs/old/worker-x-01-9.out": "[raytrain] "
-                     "marker=run0good0001\n"} for n in nodes}     # the glob does not reach into sub-directories
+        older = ray_worker_logs(
+            (FIX / "synthetic-efa-2x4-sockets-provider.log").read_text(), "run0bad00001", nodes, job_id="01000000"
+        )
+        files = {
+            n: {
+                **files[n],
+                **older[n],
+                "/tmp/ray/session_latest/logs/old/worker-x-01-9.out": "[raytrain] marker=run0good0001\n",
+            }
+            for n in nodes
+        }  # the glob does not reach into sub-directories
         st.serve_files(files)
         texts = verify.worker_logs(s, _Run("run0good0001"))
         assert len(texts) == 16 and {k.split(":", 1)[0] for k in texts} == set(kuberay.worker_pods(s))
@@ -78,10 +86,17 @@ def test_worker_logs_come_from_the_pods_and_only_this_runs():
 
 def test_standin_exec_lists_and_reads_like_a_shell():
     s = settings()
-    with standin("healthy", set_env=True, **READY_OP, files={"/tmp/a/worker-1.out": "x needle y\n",
-                                                             "/tmp/a/worker-2.err": "nothing\n",
-                                                             "/tmp/a/.worker-3.out": "needle\n",
-                                                             "/tmp/a/sub/worker-4.out": "needle\n"}):
+    with standin(
+        "healthy",
+        set_env=True,
+        **READY_OP,
+        files={
+            "/tmp/a/worker-1.out": "x needle y\n",
+            "/tmp/a/worker-2.err": "nothing\n",
+            "/tmp/a/.worker-3.out": "needle\n",
+            "/tmp/a/sub/worker-4.out": "needle\n",
+        },
+    ):
         assert kuberay.raycluster(s, **FAST).ok
         pod = kuberay.worker_pods(s)[0]
         out = kubernetes.exec_in_pod(s, pod, ["sh", "-c", LIST_SCRIPT, "raytrain-collect", "needle", "/tmp/a/worker-*"])
@@ -96,10 +111,21 @@ def test_standin_exec_lists_and_reads_like_a_shell():
 # 08 on aws: targets.aws.teardown
 # --------------------------------------------------------------------------------------------
 
+
 def _cluster_up(tmp_path):
     s = make_settings(tmp_path)
-    common.save_placement(s, dict(region=R, az="us-west-2a", az_id="", instance_type=s.aws.gpu_node_type,
-                             gpu_node_count=2, account="123456789012", source="ranked"))
+    common.save_placement(
+        s,
+        dict(
+            region=R,
+            az="us-west-2a",
+            az_id="",
+            instance_type=s.aws.gpu_node_type,
+            gpu_node_count=2,
+            account="123456789012",
+            source="ranked",
+        ),
+    )
     assert aws.cluster(s, "up", assume_yes=True).ok
     return s
 
@@ -114,9 +140,11 @@ def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tm
     assert not r.ok and r.steps == []
     r.show()
     out = capsys.readouterr().out
-    assert out.startswith("refused: teardown deletes the RayCluster ray-train/raytrain, the KubeRay operator, "
-                          "the device plugins, GPU node group 'gpu-efa' and EKS cluster raytrain-tutorial in "
-                          "us-west-2; nothing was deleted. Fix: pass assume_yes=True")
+    assert out.startswith(
+        "refused: teardown deletes the RayCluster ray-train/raytrain, the KubeRay operator, "
+        "the device plugins, GPU node group 'gpu-efa' and EKS cluster raytrain-tutorial in "
+        "us-west-2; nothing was deleted. Fix: pass assume_yes=True"
+    )
 
 
 def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp_path, monkeypatch, capsys):
@@ -129,13 +157,18 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
         assert r.ok, r.steps
         assert [state for _, state, _ in r.steps] == [True] * 5
         assert [w.split(" (")[0].split(",")[0] for w, _, _ in r.steps] == [
-            "RayCluster ray-train/raytrain and its pods", "KubeRay operator", "device plugins",
-            "GPU node group 'gpu-efa'", "EKS cluster raytrain-tutorial"]
+            "RayCluster ray-train/raytrain and its pods",
+            "KubeRay operator",
+            "device plugins",
+            "GPU node group 'gpu-efa'",
+            "EKS cluster raytrain-tutorial",
+        ]
         assert st.objects("apps/v1", "daemonsets", "kube-system") == []
         assert st.objects("v1", "pods", "ray-train") == [] and st.objects("apps/v1", "deployments") == []
         deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
-        order = [next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/",
-                                                                           "/daemonsets/")]
+        order = [
+            next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/", "/daemonsets/")
+        ]
         assert order == sorted(order)
         assert [c["argv"][:2] for c in srv.eksctl_calls()[n:]] == [["delete", "nodegroup"], ["delete", "cluster"]]
         assert _eks().list_clusters()["clusters"] == [] and r.remaining == []
@@ -152,14 +185,16 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
 
 def test_teardown_never_deletes_through_another_clusters_context(srv, tmp_path, monkeypatch):
     s = _cluster_up(tmp_path)
-    with standin("healthy", context="someone-elses-cluster", **READY_OP) as st:   # the current context
+    with standin("healthy", context="someone-elses-cluster", **READY_OP) as st:  # the current context
         monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         r = aws.teardown(s, assume_yes=True)
-        assert [m for m, _ in st.cluster.requests if m == "DELETE"] == []          # nothing touched there
+        assert [m for m, _ in st.cluster.requests if m == "DELETE"] == []  # nothing touched there
         assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2
-    assert r.ok, r.steps                    # the objects went with the EKS cluster, which is verified gone
-    assert "has no context for EKS cluster raytrain-tutorial in us-west-2 (current context: " \
-           "'someone-elses-cluster'); gone with the EKS cluster" in r.steps[0][2]
+    assert r.ok, r.steps  # the objects went with the EKS cluster, which is verified gone
+    assert (
+        "has no context for EKS cluster raytrain-tutorial in us-west-2 (current context: "
+        "'someone-elses-cluster'); gone with the EKS cluster" in r.steps[0][2]
+    )
     assert _eks().list_clusters()["clusters"] == []
 
 
