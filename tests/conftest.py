@@ -1,5 +1,10 @@
 """Shared fixtures. The local Ray cluster of the integration tests uses its own ports and temp root,
-so it never touches a cluster a person started with the env.yaml defaults."""
+so it never touches a cluster a person started with the env.yaml defaults.
+
+The suite runs on four pytest-xdist workers (``--dist loadgroup``): most of a Ray test's time is spent waiting
+(process starts, polls), so four keep two cores busy. Every test that uses the session's local Ray cluster is put
+in one xdist group, so one worker starts that cluster once; each module whose tests depend on each other's order
+(and share a module fixture such as their own cluster) is a group of its own. The rest are spread."""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-TEST_LOCAL = dict(gcs_port=6397, dashboard_port=8277, temp_root="/tmp/raytrain-test")
+#: The session's local Ray cluster: its own ports and temp root, and Ray token authentication on, so every job the
+#: tests submit through it (papermill kernels, the aws notebooks' port-forward) proves the token reaches Ray.
+TEST_LOCAL = dict(gcs_port=6397, dashboard_port=8277, temp_root="/tmp/raytrain-test", auth_mode="token")
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 @pytest.fixture(scope="session")
@@ -53,10 +61,32 @@ def local_settings(test_runs_dir):
 
 @pytest.fixture(scope="session")
 def local_cluster(local_settings):
-    """A real local Ray cluster: head + 2 worker raylets, stopped (and checked gone) at the end."""
+    """A real local Ray cluster with token authentication: head + 2 worker raylets, stopped (and checked gone) at
+    the end. ``up`` puts RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH in this process's environment, so the kernels
+    papermill starts inherit them, as a notebook kernel does after 02."""
     from raytrain_helpers.targets import local
 
+    for k in AUTH_VARS:
+        os.environ.pop(k, None)
     info = local.up(local_settings)
     yield info
     local.down(local_settings)
-    assert not local._our_pids(local_settings), "the test cluster left processes behind"
+    for k in AUTH_VARS:
+        os.environ.pop(k, None)
+    assert not local.our_pids(local_settings), "the test cluster left processes behind"
+
+
+#: Modules whose tests share module fixtures and depend on each other's order: one worker runs each whole.
+ORDERED_MODULES = ("test_aws_notebooks.py",)
+#: Fixtures that need the session's local Ray cluster.
+CLUSTER_FIXTURES = {"local_cluster"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Pin the tests that share the local Ray cluster, and each ordered module, to one xdist worker."""
+    for item in items:
+        if item.path.name in ORDERED_MODULES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        elif CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("local-ray"))

@@ -68,7 +68,7 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, t
     assert len({p.parents[2] for p in hits}) == 2, "each worker raylet holds one rank's log"
 
 
-def test_verify_fails_the_run_headless_when_a_criterion_fails(local_cluster, tmp_path):
+def test_verify_fails_the_run_headless_when_a_criterion_fails(tmp_path):
     params = dict(TEST_LOCAL, run_name="pm-never-ran")
     with pytest.raises(pm.PapermillExecutionError) as e:
         pm.execute_notebook(

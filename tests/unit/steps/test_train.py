@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.steps import train, verify
 
@@ -13,13 +12,6 @@ LOGS = """\
 [36m(RayTrainWorker pid=11)[0m [train] SUCCESS rank=0/2
 RAYTRAIN_RESULT {"ok": true, "metrics": {"step": 3}}
 """
-
-
-def test_parse_steps_and_result():
-    steps = rayjobs.parse_steps(LOGS)
-    assert [s["step"] for s in steps] == [1, 2] and steps[1]["tokens_per_s"] == 4895
-    assert rayjobs.parse_result(LOGS) == {"ok": True, "metrics": {"step": 3}}
-    assert rayjobs.parse_result("no result here") == {}
 
 
 def test_success_ranks_counts_each_rank_once():

@@ -58,7 +58,8 @@ def test_region_note_only_when_the_shell_differs(tmp_path, monkeypatch):
     assert "using region us-west-2 from the settings; the environment says eu-west-1" in common.region_note(s)
 
 
-def test_placement_round_trip_and_broken_files(tmp_path):
+def test_placement_round_trip_and_broken_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAYTRAIN_RUNS_DIR", raising=False)  # runs/ beside env.yaml, whatever ran before
     s = make_settings(tmp_path)
     assert common.load_placement(s) is None
     data = dict(region=R, az="us-west-2a", instance_type="g6.12xlarge")
