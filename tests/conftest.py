@@ -1,13 +1,15 @@
 """Shared fixtures. The local Ray cluster of the integration tests uses its own ports and temp root,
 so it never touches a cluster a person started with the env.yaml defaults.
 
-The suite runs on four pytest-xdist workers (``--dist loadgroup``): most of a Ray test's time is spent waiting
-(process starts, polls), so four keep two cores busy. Every test that uses the session's local Ray cluster is put
+The suite runs on three pytest-xdist workers (``--dist loadgroup``): most of a Ray test's time is spent waiting
+(process starts, polls), so three keep two cores busy. Every test that uses the session's local Ray cluster is put
 in one xdist group, so one worker starts that cluster once; each module whose tests depend on each other's order
 (and share a module fixture such as their own cluster) is a group of its own. The rest are spread."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -59,6 +61,18 @@ def local_settings(test_runs_dir):
     return rt.load(REPO / "env.yaml", environ={}, **TEST_LOCAL)
 
 
+@contextlib.contextmanager
+def one_cluster_start_at_a_time():
+    """Serialise the test clusters' starts across xdist workers: on two cores, several raylets registering at once
+    can pass Ray's fixed 30 s registration wait (`ray start` then fails with "timed out during startup")."""
+    with open("/tmp/raytrain-tests-cluster-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def local_cluster(local_settings):
     """A real local Ray cluster with token authentication: head + 2 worker raylets, stopped (and checked gone) at
@@ -68,7 +82,8 @@ def local_cluster(local_settings):
 
     for k in AUTH_VARS:
         os.environ.pop(k, None)
-    info = local.up(local_settings)
+    with one_cluster_start_at_a_time():
+        info = local.up(local_settings)
     yield info
     local.down(local_settings)
     for k in AUTH_VARS:

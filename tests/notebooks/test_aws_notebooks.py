@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
+from tests.conftest import one_cluster_start_at_a_time  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
@@ -144,7 +145,8 @@ def local_ray(env, work):
     from raytrain_helpers.targets import local
 
     s = rt.load(work / "env.yaml", environ={}, target="local", **LOCAL)
-    info = local.up(s)
+    with one_cluster_start_at_a_time():
+        info = local.up(s)
     yield info
     local.down(s)
     assert not local.our_pids(s), "the local Ray cluster left processes behind"

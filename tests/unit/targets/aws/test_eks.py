@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
-import time
 from pathlib import Path
 
 import boto3
@@ -226,16 +224,23 @@ def test_stuck_nodegroup_times_out_with_its_causes(srv, tmp_path, monkeypatch):
     assert any("InsufficientInstanceCapacity" in c for c in res.causes)
 
 
-def test_creating_cluster_is_waited_for(srv, tmp_path):
+def test_creating_cluster_is_waited_for(srv, tmp_path, monkeypatch):
     s = placed(tmp_path)
     assert aws_target.cluster(s, "up", assume_yes=True).ok
     moto_ext.set_cluster_state(R, NAME, "CREATING")
-    timer = threading.Timer(1.5, moto_ext.set_cluster_state, args=(R, NAME, "ACTIVE"))
-    timer.start()
-    t0 = time.monotonic()
+    seen = []
+    real = aws_client.describe_cluster
+
+    def describe(*args, **kwargs):  # the cluster turns ACTIVE once the step has seen it CREATING twice
+        found = real(*args, **kwargs)
+        seen.append(found and found["status"])
+        if seen.count("CREATING") == 2:
+            moto_ext.set_cluster_state(R, NAME, "ACTIVE")
+        return found
+
+    monkeypatch.setattr(aws_client, "describe_cluster", describe)
     res = aws_target.cluster(s, "up", assume_yes=True)
-    timer.join()
-    assert res.ok and time.monotonic() - t0 >= 1.5
+    assert res.ok and seen.count("CREATING") == 2 and seen[-1] == "ACTIVE"
     assert "wait for cluster" in res.actions[0]
 
 
