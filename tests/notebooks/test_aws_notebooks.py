@@ -34,9 +34,9 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
+from tests.conftest import one_cluster_start_at_a_time  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
-from tests.conftest import one_cluster_start_at_a_time  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
