@@ -279,8 +279,10 @@ def _base_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "PYTHONUNBUFFERED": "1"})
     # The dashboard gives each of its modules 30 s to start; on a busy 2-core machine (a laptop running the
-    # notebooks, CI) the metrics module can need longer, and `ray start --head` then fails.
+    # notebooks, CI) a module can need longer, and `ray start --head` then fails.
     env.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "120")
+    # likewise the whole dashboard: `ray start --head` gives it 60 s by default
+    env.setdefault("RAY_DASHBOARD_STARTUP_TIMEOUT_S", "180")
     for k in ("RAY_ADDRESS",):
         env.pop(k, None)
     if settings.local.auth_mode != "token":  # never inherit another cluster's token mode
