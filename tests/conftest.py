@@ -1,15 +1,14 @@
 """Shared fixtures. The local Ray cluster of the integration tests uses its own ports and temp root,
 so it never touches a cluster a person started with the env.yaml defaults.
 
-The suite runs on three pytest-xdist workers (``--dist loadgroup``): most of a Ray test's time is spent waiting
-(process starts, polls), so three keep two cores busy. Every test that uses the session's local Ray cluster is put
-in one xdist group, so one worker starts that cluster once; each module whose tests depend on each other's order
-(and share a module fixture such as their own cluster) is a group of its own. The rest are spread."""
+The suite runs on two pytest-xdist workers (``--dist loadgroup``). Every test that uses the session's local Ray
+cluster, and the aws notebooks' module (its tests depend on each other's order and use that cluster), is put in
+one xdist group, so one worker starts the cluster once and runs those tests in order; the rest are spread. More
+workers were tried: on two cores, three or four starting Ray clusters at once pass Ray's fixed 30 s raylet
+registration wait and `ray start` fails."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 from pathlib import Path
 
@@ -61,18 +60,6 @@ def local_settings(test_runs_dir):
     return rt.load(REPO / "env.yaml", environ={}, **TEST_LOCAL)
 
 
-@contextlib.contextmanager
-def one_cluster_start_at_a_time():
-    """Serialise the test clusters' starts across xdist workers: on two cores, several raylets registering at once
-    can pass Ray's fixed 30 s registration wait (`ray start` then fails with "timed out during startup")."""
-    with open("/tmp/raytrain-tests-cluster-start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="session")
 def local_cluster(local_settings):
     """A real local Ray cluster with token authentication: head + 2 worker raylets, stopped (and checked gone) at
@@ -82,8 +69,7 @@ def local_cluster(local_settings):
 
     for k in AUTH_VARS:
         os.environ.pop(k, None)
-    with one_cluster_start_at_a_time():
-        info = local.up(local_settings)
+    info = local.up(local_settings)
     yield info
     local.down(local_settings)
     for k in AUTH_VARS:
@@ -99,9 +85,7 @@ CLUSTER_FIXTURES = {"local_cluster"}
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Pin the tests that share the local Ray cluster, and each ordered module, to one xdist worker."""
+    """Pin the tests that share the local Ray cluster (and the ordered module that uses it) to one xdist worker."""
     for item in items:
-        if item.path.name in ORDERED_MODULES:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
-        elif CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in ORDERED_MODULES:
             item.add_marker(pytest.mark.xdist_group("local-ray"))

@@ -6,7 +6,7 @@
   device plugins and waits for allocatable GPUs/EFA, 04 the KubeRay operator and the RayCluster; three
   broken clusters make 03/04 fail with their diagnosis.
 * 05 submits the real FSDP job with ``JobSubmissionClient`` through ``kuberay.job_server``'s port-forward;
-  the stand-in relays the head pod's 8265 to a REAL local Ray cluster (the module's own), so
+  the stand-in relays the head pod's 8265 to a REAL local Ray cluster (the session's shared one), so
   the job (tiny preset, 2 steps) really trains, on CPU with gloo.
 * 06 verifies: infrastructure rows from the stand-in (allocatable, ``fi_info -p efa`` by exec), the job's
   record, and the NCCL audit of worker logs read from the worker pods by exec (``targets.aws.logs.collect_pod_logs``).
@@ -14,8 +14,8 @@
 * 08 deletes everything in reverse order, each step verified by listing (stand-in objects, moto resources).
 
 Every output notebook is checked for the fake AWS credentials. One moto server and one stand-in serve the whole
-module, with a local Ray cluster behind the head pod; the tests depend on each other's order, as the notebooks
-do.
+module, with the session's local Ray cluster behind the head pod; the tests depend on each other's order, as
+the notebooks do.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
-from tests.conftest import one_cluster_start_at_a_time  # noqa: E402
+from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
@@ -44,9 +44,8 @@ pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeou
 SECRETS = (FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN)
 RUN = "awsnb"
 CLUSTER, REGION = "raytrain-tutorial", "us-west-2"
-#: The local Ray cluster behind the head pod's 8265: this module's own (its own ports and temp root), so the
-#: module runs on its own pytest-xdist worker beside the session's shared cluster.
-LOCAL = dict(gcs_port=6395, dashboard_port=8275, temp_root="/tmp/raytrain-awsnb")
+#: The local Ray cluster behind the head pod's 8265: the test session's shared cluster (tests/conftest.py).
+LOCAL = TEST_LOCAL
 #: Named like the context `eksctl utils write-kubeconfig` writes, so the teardown finds *this* cluster's context.
 CONTEXT = f"{CLUSTER}.{REGION}.eksctl.io"
 CRDS = REPO.parent / "shared" / "kuberay-crds" / "v1.4.0"
@@ -135,21 +134,6 @@ def k8s_api(aws):
 def kubeconfig(k8s_api, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", k8s_api.kubeconfig)
     return k8s_api
-
-
-@pytest.fixture(scope="module")
-def local_ray(env, work):
-    """The local Ray cluster behind the head pod, started when the module first needs it, stopped (and checked
-    gone) at the end."""
-    import raytrain_helpers as rt
-    from raytrain_helpers.targets import local
-
-    s = rt.load(work / "env.yaml", environ={}, target="local", **LOCAL)
-    with one_cluster_start_at_a_time():
-        info = local.up(s)
-    yield info
-    local.down(s)
-    assert not local.our_pids(s), "the local Ray cluster left processes behind"
 
 
 def _eks():
@@ -263,7 +247,7 @@ def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, e
 # --------------------------------------------------------------------------------------------
 
 
-def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_ray, work):
+def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_cluster, work):
     # On EKS storage_path must be s3://... (every worker pod must reach it; jobs.storage_path refuses an empty
     # one on aws). Here the "pods" are local raylets, so a local directory stands in for the bucket.
     text = run_nb("05_train", work, steps=2, storage_path=str(work / "storage"))
@@ -306,7 +290,7 @@ def _criteria(text: str) -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_ray, work):
+def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_cluster, work):
     _serve_nccl_logs(kubeconfig, work, "synthetic-efa-2x4-healthy.log", "synthetic-efa-2x4-sockets-provider.log")
     n_exec = len(kubeconfig.cluster.exec_log)
     text = run_nb("06_verify", work)
