@@ -200,48 +200,6 @@ def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
     assert all(p["status"]["phase"] == "Running" for p in pods)
 
 
-@pytest.mark.parametrize(
-    "scenario,notebook,diagnosis",
-    [
-        (
-            "plugin-desired-0",
-            "03_plugins",
-            [
-                "stopped waiting, a device plugin's DaemonSet does not admit the GPU nodes",
-                "DESIRED 0 for 2 GPU node(s)",
-                "lacks the label role=gpu-worker",
-                "label role=gpu-worker (nodeSelector) missing",
-            ],
-        ),
-        (
-            "pods-pending",
-            "04_kuberay",
-            [
-                "the nodes cannot host the RayCluster; nothing was applied",
-                "untolerated taint dedicated=ml-training:NoSchedule",
-            ],
-        ),
-        (
-            "head-never-ready",
-            "04_kuberay",
-            [
-                "stopped waiting, a pod is crash-looping",
-                "restarted 3 times without becoming Ready",
-                "is Running but not Ready",
-                "RAY_VERSION differs from the image's Ray",
-            ],
-        ),
-    ],
-)
-def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, env, work, monkeypatch):
-    with standin(scenario, context=CONTEXT, delay_s=0.05) as st:
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
-        text = run_nb(notebook, work, fails=True)
-    assert "AssertionError" in text and ("devices are not allocatable" in text or "RayCluster is not ready" in text)
-    for d in diagnosis:
-        assert d in text, f"{scenario}: {d!r} not in the notebook's output"
-
-
 # --------------------------------------------------------------------------------------------
 # 05, 06: the real job through the port-forward, then verification
 # --------------------------------------------------------------------------------------------
