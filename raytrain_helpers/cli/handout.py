@@ -1,0 +1,325 @@
+"""``raytrain-tutorial handout``: one pre-filled folder per workshop attendee, and their progress.
+
+A facilitator writes a roster (CSV with a header row): ``name`` is required, any human name; every other column
+is a setting's flat name (``region``, ``gpu_az``, ``cluster_name``...) applied to that attendee. Each attendee
+gets ``OUT/<id>/`` with an ``env.yaml`` (their ``run_name``, namespace and Ray cluster name) and the notebooks
+with those parameters injected by papermill (prepared, not executed). An attendee whose row names a
+``cluster_name`` has a cluster of their own; the others share the base cluster, each in a namespace of their own
+with a ResourceQuota on GPUs (``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``).
+
+Every row is validated before anything is written; nothing is left half-written when one fails.
+``handout status OUT`` reads the attendees' folders: which notebooks ran, the last job, the last verification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import tempfile
+import unicodedata
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.config import ConfigError, Settings, load, resolve_key
+from ..core.paths import notebooks_dir
+from ..core.tables import format_table
+
+#: The roster's required column.
+NAME_COLUMN = "name"
+#: What ``handout status`` reads back: the attendees of one hand-out.
+INDEX_FILE = "handout.json"
+#: Settings that decide whether an attendee has a cluster of their own.
+OWN_CLUSTER_KEYS = ("cluster_name",)
+
+
+@dataclass
+class Attendee:
+    """One roster row, validated."""
+
+    row: int
+    name: str
+    ident: str
+    own_cluster: bool
+    overrides: dict[str, str]
+    settings: Settings
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``handout`` (write the folders) and ``handout status DIR``."""
+    p = sub.add_parser(
+        "handout",
+        help="workshops: one pre-filled notebook folder per attendee (--roster CSV --out DIR), "
+        "or 'handout status DIR' for their progress",
+    )
+    p.add_argument("action", nargs="?", choices=("status",), help="status: show each attendee's progress")
+    p.add_argument("dir", nargs="?", help="the hand-out folder (with status)")
+    p.add_argument("--roster", help="CSV with a header row: name, then any setting's flat name as a column")
+    p.add_argument("--out", help="the folder to write (one sub-folder per attendee)")
+    p.add_argument("--env-file", default=None, help="the base variables file (default: env.yaml found upwards)")
+    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML", help="base overrides")
+    p.add_argument("--gpus-per-attendee", type=int, default=None, help="shared cluster: GPU quota per namespace")
+    p.add_argument("--force", action="store_true", help="replace attendee folders that already exist")
+    p.set_defaults(func=_cli_handout)
+
+
+def _cli_handout(args: argparse.Namespace) -> int:
+    if args.action == "status":
+        if not args.dir:
+            raise ConfigError("handout status needs the hand-out folder. Fix: raytrain-tutorial handout status DIR")
+        print(status_table(Path(args.dir)))
+        return 0
+    if not args.roster or not args.out:
+        raise ConfigError(
+            "handout needs --roster CSV and --out DIR. Fix: raytrain-tutorial handout --roster r.csv --out DIR"
+        )
+    attendees = read_roster(Path(args.roster), env_file=args.env_file, files=args.files)
+    written = write_handout(attendees, Path(args.out), gpus_per_attendee=args.gpus_per_attendee, force=args.force)
+    print(f"wrote {len(written)} attendee folders under {Path(args.out).resolve()}")
+    print(summary_table(attendees))
+    return 0
+
+
+# ---- the roster ------------------------------------------------------------------------------------------------
+def identifier(name: str) -> str:
+    """A DNS-1123 label from any human name: ASCII letters and digits, '-' between words, at most 30 characters."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    out, dash = [], False
+    for ch in ascii_name.lower():
+        if ch.isascii() and ch.isalnum():
+            out.append(ch)
+            dash = False
+        elif out and not dash:
+            out.append("-")
+            dash = True
+    return "".join(out)[:30].strip("-")
+
+
+def read_roster(path: Path, *, env_file: str | None = None, files: list[str] | tuple = ()) -> list[Attendee]:
+    """Every row validated against the settings; all problems are reported together, with their row numbers."""
+    rows = _read_csv(path)
+    base = load(env_file, files=files, environ={}, check_installed_ray=False)
+    attendees: list[Attendee] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for row_no, row in rows:
+        try:
+            att = _attendee(row_no, row, base, env_file, files)
+        except ConfigError as e:
+            errors.append(f"row {row_no} ({row.get(NAME_COLUMN) or 'no name'}): {e}")
+            continue
+        if att.ident in seen:
+            errors.append(
+                f"row {row_no} ({att.name}): its identifier '{att.ident}' is the same as row {seen[att.ident]}'s. "
+                "Fix: make the names differ (e.g. add an initial)"
+            )
+            continue
+        seen[att.ident] = row_no
+        attendees.append(att)
+    if errors:
+        raise ConfigError(
+            f"the roster {path} has {len(errors)} problem(s); nothing was written:\n  " + "\n  ".join(errors)
+        )
+    return attendees
+
+
+def _read_csv(path: Path) -> list[tuple[int, dict[str, str]]]:
+    if not path.is_file():
+        raise ConfigError(f"roster {path} does not exist. Fix: a CSV file with a header row starting with 'name'")
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if NAME_COLUMN not in header:
+            raise ConfigError(f"roster {path} has no '{NAME_COLUMN}' column. Fix: a header row such as 'name,region'")
+        for col in header:
+            if col != NAME_COLUMN:
+                _check_column(path, col)
+        rows = [(i + 2, {(k or "").strip(): (v or "").strip() for k, v in r.items()}) for i, r in enumerate(reader)]
+    if not rows:
+        raise ConfigError(f"roster {path} has no attendees. Fix: one row per attendee under the header")
+    return rows
+
+
+def _check_column(path: Path, col: str) -> None:
+    try:
+        resolve_key(col)
+    except ConfigError as e:
+        raise ConfigError(f"roster {path}: column '{col}' is not a setting: {e}") from None
+
+
+def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | None, files) -> Attendee:
+    name = row.get(NAME_COLUMN, "")
+    if not name:
+        raise ConfigError("the name is empty. Fix: every attendee needs a name")
+    ident = identifier(name)
+    if not ident:
+        raise ConfigError(f"no identifier can be made from {name!r}. Fix: a name with some letters or digits")
+    overrides = {k: v for k, v in row.items() if k and k != NAME_COLUMN and v != ""}
+    derived = dict(
+        run_name=ident,
+        namespace=f"{base.kubernetes.namespace}-{ident}"[:63].strip("-"),
+        ray_cluster_name=f"{base.kubernetes.ray_cluster_name}-{ident}"[:40].strip("-"),
+    )
+    params: dict[str, Any] = dict(derived, **overrides)
+    settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
+    own = any(resolve_key(k)[1] in OWN_CLUSTER_KEYS for k in overrides)
+    return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings)
+
+
+# ---- writing ---------------------------------------------------------------------------------------------------
+def write_handout(
+    attendees: list[Attendee], out: Path, *, gpus_per_attendee: int | None = None, force: bool = False
+) -> list[Path]:
+    """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written."""
+    out.mkdir(parents=True, exist_ok=True)
+    clashes = [a.ident for a in attendees if (out / a.ident).exists() and any((out / a.ident).iterdir())]
+    if clashes and not force:
+        raise ConfigError(
+            f"{len(clashes)} attendee folder(s) already exist under {out} ({', '.join(clashes[:5])}). "
+            "Fix: another --out, or --force to replace them"
+        )
+    stage = Path(tempfile.mkdtemp(prefix=".handout-", dir=out))
+    try:
+        quotas = [_write_attendee(a, stage / a.ident, gpus_per_attendee) for a in attendees]
+        written = []
+        for a in attendees:
+            dst = out / a.ident
+            if dst.exists():
+                shutil.rmtree(dst)
+            (stage / a.ident).rename(dst)
+            written.append(dst)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    shared = [q for q in quotas if q]
+    if shared:
+        (out / "shared-cluster.yaml").write_text(yaml.safe_dump_all([d for q in shared for d in q], sort_keys=False))
+    index = [dict(asdict(a), settings=None, folder=a.ident) for a in attendees]
+    (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
+    return written
+
+
+def _write_attendee(att: Attendee, folder: Path, gpus_per_attendee: int | None) -> list[dict[str, Any]]:
+    import papermill
+
+    folder.mkdir(parents=True)
+    header = f"# {att.name} (roster row {att.row}): written by raytrain-tutorial handout.\n"
+    body = yaml.safe_dump(att.settings.public_dict(), sort_keys=False)
+    (folder / "env.yaml").write_text(header + body)
+    nb_out = folder / "notebooks"
+    nb_out.mkdir()
+    params = dict(run_name=att.ident, target=att.settings.target)
+    for nb in sorted(notebooks_dir().glob("[0-9]*.ipynb")):
+        papermill.execute_notebook(
+            blank_notebook(nb),
+            str(nb_out / nb.name),
+            parameters=params,
+            prepare_only=True,
+            progress_bar=False,
+            log_output=False,
+        )
+    if att.own_cluster:
+        return []
+    docs = namespace_quota(att.settings, gpus_per_attendee)
+    (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return docs
+
+
+def blank_notebook(path: Path):
+    """The notebook without the outputs it was committed with: the attendee starts from clean cells."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("papermill", None)
+    nb.metadata.pop("papermill", None)
+    return nb
+
+
+def namespace_quota(settings: Settings, gpus: int | None) -> list[dict[str, Any]]:
+    """A Namespace and a ResourceQuota capping the GPUs its pods may request (shared cluster)."""
+    ns = settings.kubernetes.namespace
+    limit = gpus if gpus is not None else settings.aws.gpus_per_node
+    if limit < 0:
+        raise ConfigError("--gpus-per-attendee must not be negative. Fix: e.g. 4 (one node's GPUs)")
+    labels = {"app.kubernetes.io/managed-by": "raytrain-tutorial", "raytrain-tutorial/attendee": settings.run_name}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpu-quota", "namespace": ns, "labels": labels},
+            "spec": {"hard": {"requests.nvidia.com/gpu": str(limit)}},
+        },
+    ]
+
+
+def summary_table(attendees: list[Attendee]) -> str:
+    rows = [
+        [
+            a.row,
+            a.name,
+            a.ident,
+            a.settings.kubernetes.namespace,
+            a.settings.aws.cluster_name + ("" if a.own_cluster else " (shared)"),
+            a.settings.aws.region,
+        ]
+        for a in attendees
+    ]
+    return format_table(rows, ["row", "name", "folder / run", "namespace", "cluster", "region"])
+
+
+# ---- progress --------------------------------------------------------------------------------------------------
+def attendee_progress(folder: Path, run_name: str) -> dict[str, Any]:
+    """Which notebooks ran (any executed cell), which failed, the last job's status and the last verification."""
+    ran, failed = [], []
+    for nb in sorted((folder / "notebooks").glob("*.ipynb")):
+        try:
+            cells = json.loads(nb.read_text()).get("cells", [])
+        except (OSError, ValueError):
+            failed.append(nb.stem[:2])
+            continue
+        code = [c for c in cells if c.get("cell_type") == "code"]
+        if any(c.get("execution_count") for c in code):
+            ran.append(nb.stem[:2])
+        if any(o.get("output_type") == "error" for c in code for o in c.get("outputs", [])):
+            failed.append(nb.stem[:2])
+    run = folder / "runs" / run_name
+    job = _read_json(run / "job.json")
+    verify = _read_json(run / "verify.json")
+    return dict(
+        ran=ran,
+        failed=failed,
+        job=job.get("status", "-") if job else "-",
+        verify=("PASS" if verify.get("ok") else "FAIL") if verify else "-",
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def status_table(out: Path) -> str:
+    try:
+        index = json.loads((out / INDEX_FILE).read_text())
+    except (OSError, ValueError):
+        index = None
+    if not isinstance(index, list):
+        raise ConfigError(f"{out} is not a hand-out folder (no {INDEX_FILE}). Fix: the --out folder of 'handout'")
+    rows = []
+    for a in index:
+        p = attendee_progress(out / a["folder"], a["ident"])
+        rows.append(
+            [a["row"], a["name"], ", ".join(p["ran"]) or "-", ", ".join(p["failed"]) or "-", p["job"], p["verify"]]
+        )
+    return format_table(rows, ["row", "name", "notebooks run", "with errors", "last job", "last verify"])
