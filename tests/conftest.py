@@ -10,6 +10,7 @@ registration wait and `ray start` fails."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,14 @@ def local_cluster(local_settings):
 
     for k in AUTH_VARS:
         os.environ.pop(k, None)
-    info = local.up(local_settings)
+    # Started with no `python` on PATH, as on a stock Debian/Ubuntu or from a kernel whose environment is not
+    # activated: every job of the suite then proves that the entrypoint names the cluster's own interpreter.
+    path = os.environ["PATH"]
+    os.environ["PATH"] = os.pathsep.join(d for d in path.split(os.pathsep) if not shutil.which("python", path=d))
+    try:
+        info = local.up(local_settings)
+    finally:
+        os.environ["PATH"] = path
     yield info
     local.down(local_settings)
     for k in AUTH_VARS:

@@ -95,16 +95,29 @@ class StepResult(Protocol):
 class JobDefaults:
     """How the training job runs on a target (see :meth:`Target.job_defaults`)."""
 
-    def __init__(self, *, use_gpu: bool | str, storage_path: str | None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        use_gpu: bool | str,
+        storage_path: str | None,
+        env: dict[str, str] | None = None,
+        python: str = "python",
+    ):
         #: True / False, or ``"auto"``: the job's driver decides from the cluster's resources.
         self.use_gpu = use_gpu
         #: Where Ray Train writes checkpoints (None: the run's own folder on this machine).
         self.storage_path = storage_path
         #: Environment variables the target adds for the driver and the workers.
         self.env = dict(env or {})
+        #: The interpreter that runs the job's entrypoint on the cluster (the raylets' own on local; the image's
+        #: ``python`` on aws), so the job never depends on whichever ``python`` comes first on PATH.
+        self.python = python
 
     def __repr__(self) -> str:
-        return f"JobDefaults(use_gpu={self.use_gpu!r}, storage_path={self.storage_path!r}, env={self.env!r})"
+        return (
+            f"JobDefaults(use_gpu={self.use_gpu!r}, storage_path={self.storage_path!r}, env={self.env!r}, "
+            f"python={self.python!r})"
+        )
 
 
 @dataclass

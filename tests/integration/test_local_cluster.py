@@ -1,7 +1,9 @@
 """The local target's cluster, for real: its shape, idempotent ``up``, refusal of another shape, and Ray token
 authentication. The training jobs run on the same cluster in tests/notebooks/ (papermill, the aws notebooks)."""
 
+import json
 import os
+import sys
 import urllib.error
 import urllib.request
 
@@ -10,7 +12,7 @@ import pytest
 from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
-from raytrain_helpers.targets.local import raylets
+from raytrain_helpers.targets.local import procs, raylets, rootdir
 
 pytestmark = pytest.mark.integration
 
@@ -20,6 +22,13 @@ def test_cluster_shape_and_idempotent_up(local_settings, local_cluster):
     assert info.running and info.head is not None
     assert info.head["resources"].get("CPU", 0) == 0 and info.head["resources"].get("train_slot", 0) == 0
     assert len(info.workers) == 2 and all(w["resources"]["train_slot"] >= 1 for w in info.workers)
+    assert all(w["alive"] for w in info.workers) and {w["name"] for w in info.workers} == {"worker-0", "worker-1"}
+    state = json.loads(raylets.state_path(local_settings).read_text())
+    assert state["python"] == sys.executable and (raylets.state_path(local_settings).parent / rootdir.MARKER).is_file()
+    # every process `ray start` left is recorded by pid and start time, for each of the three nodes
+    assert {r["node"] for r in state["processes"]} == {"head", "worker-0", "worker-1"}
+    assert all(procs.is_alive(r) for r in state["processes"])
+    assert set(local.our_pids(local_settings)) >= {r["pid"] for r in state["processes"]}
     again = local.up(local_settings)
     assert again.action == "reused" and {n["node_id"] for n in again.nodes} == {n["node_id"] for n in info.nodes}
     dirs = local.session_log_dirs(local_settings)

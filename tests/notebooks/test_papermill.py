@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import papermill as pm
 import pytest
 
+from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.steps import train, verify
 from raytrain_helpers.targets import local
@@ -46,6 +49,10 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, t
     assert m["start_step"] == 0 and m["step"] == 3 and len(m["losses"]) == 3
     assert len(first.ranks) == 2 and len({r["node_id"] for r in first.ranks}) == 2
     assert restore_check(first.result["checkpoint"], s.model_config_dict())["step"] == 3
+    # the cluster was started with no `python` on PATH (conftest): the job ran the cluster's own interpreter
+    with local.job_server(s) as url:
+        entrypoint = rayjobs.client(url).get_job_info(first.submission_id).entrypoint
+    assert entrypoint.startswith(f"{shlex.quote(sys.executable)} -m "), entrypoint
 
     text = _run("05_train", tmp_path / "05b.ipynb", dict(params, steps=5))
     assert "steps 3->5 of 5" in text and "resumed from step 3" in text

@@ -77,10 +77,16 @@ def job_server(settings: Settings) -> Iterator[str]:
 
 
 def job_defaults(settings: Settings) -> JobDefaults:
-    """GPUs when the worker raylets have some; checkpoints under the run's folder unless storage_path says else."""
+    """GPUs when the worker raylets have some; checkpoints under the run's folder unless storage_path says else;
+    the entrypoint runs with the interpreter the raylets were started with."""
     use_gpu = resolve_local_gpus(settings) > 0
     env = {"NCCL_NVLS_ENABLE": "0"} if use_gpu else {}
-    return JobDefaults(use_gpu=use_gpu, storage_path=settings.train.storage_path or None, env=env)
+    return JobDefaults(
+        use_gpu=use_gpu,
+        storage_path=settings.train.storage_path or None,
+        env=env,
+        python=raylets.cluster_python(settings),
+    )
 
 
 def worker_logs(settings: Settings, marker: str) -> dict[str, str]:

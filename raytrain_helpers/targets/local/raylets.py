@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,11 @@ from ...clients.rayjobs import auth_headers
 from ...core.config import Settings
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.tables import table
+from . import procs, rootdir
 
 STATE_FILE = "cluster.json"
+#: What `ray start` says when its fixed 30 s wait for the raylet to register runs out (the raylet keeps running).
+RAY_START_GAVE_UP = "The current node timed out during startup"
 
 
 class LocalClusterError(RuntimeError):
@@ -122,6 +126,12 @@ class LocalClusterInfo:
 
     @property
     def ok(self) -> bool:
+        """``plan`` succeeded when it could say what would start; ``down`` when nothing runs any more;
+        ``up`` and ``status`` when the cluster runs with a live worker node."""
+        if self.action == "plan":
+            return True
+        if self.action == "stopped":
+            return not self.running
         return self.running and any(n["role"] == "worker" and n["alive"] for n in self.nodes)
 
     @property
@@ -215,11 +225,11 @@ def status(settings: Settings) -> LocalClusterInfo:
         nodes.append(
             dict(
                 node_id=nid,
-                name="head" if is_head else names.get(nid, f"worker-{nid[:6]}"),
+                name="head" if is_head else names.get(nid) or n.get("node_name") or f"worker-{nid[:6]}",
                 role="head" if is_head else "worker",
                 alive=n.get("state") == "ALIVE",
                 resources={k: v for k, v in res.items() if not k.startswith("node:")},
-                temp_dir=str(_root(settings) / ("head" if is_head else names.get(nid, "?"))),
+                temp_dir=str(_root(settings) / ("head" if is_head else names.get(nid) or n.get("node_name", "?"))),
             )
         )
     nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
@@ -261,18 +271,52 @@ def _apply_auth_env(settings: Settings, state: dict[str, Any] | None = None) -> 
 # --------------------------------------------------------------------------------------------
 
 
-def _ray_start(args: list[str], env: dict[str, str], log: Path) -> None:
+class _Recorder:
+    """The cluster's state file, written as each raylet starts: a crash half-way still leaves the record of every
+    process started so far (pid + start time), which the next ``up`` or ``down`` stops."""
+
+    def __init__(self, settings: Settings, shape: dict[str, Any]):
+        self.path = state_path(settings)
+        self.lock = threading.Lock()
+        self.state: dict[str, Any] = dict(
+            shape=shape, node_names={}, python=sys.executable, processes=[], started=time.time()
+        )
+
+    def add(self, records: list[dict[str, Any]], names: dict[str, str] | None = None) -> None:
+        with self.lock:
+            self.state["processes"].extend(records)
+            self.state["node_names"].update(names or {})
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.state, indent=2))
+            tmp.replace(self.path)
+
+
+def _ray_start(args: list[str], env: dict[str, str], log: Path, node: str, recorder: _Recorder) -> None:
+    """``ray start`` as the leader of a new session (the raylets outlive the kernel that started them); every
+    process it leaves in that session is recorded, started well or not, so a failure can stop them all."""
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args]
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        # a new session: the raylets must outlive the notebook kernel that started them
-        rc = subprocess.run(
-            cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=180, start_new_session=True
-        ).returncode
+        proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        finally:
+            # the session id is the leader's pid, which Linux does not reuse while a process of the session lives
+            records = procs.session_records(proc.pid, node=node)
+            recorder.add(records)
     if rc != 0:
         tail = log.read_text()[-2000:]
-        raise LocalClusterError(f"`ray start` failed (exit {rc}); see {log}:\n{tail}")
+        if RAY_START_GAVE_UP in tail and any(procs.program(r["pid"]) == "raylet" for r in records if procs.is_alive(r)):
+            # `ray start` waits a fixed 30 s for its raylet to register, then exits but leaves the raylet running;
+            # on a busy machine it registers later, which the caller waits for with its own timeout
+            with open(log, "a") as f:
+                f.write(f"(the {node}'s raylet runs: waiting for it to register)\n")
+            return
+        raise LocalClusterError(f"`ray start` for the {node} failed (exit {rc}); see {log}:\n{tail}")
 
 
 def _base_env(settings: Settings) -> dict[str, str]:
@@ -291,17 +335,39 @@ def _base_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def _own_root(settings: Settings, create: bool) -> None:
+    try:
+        (rootdir.claim if create else rootdir.check)(_root(settings))
+    except rootdir.TempRootError as e:
+        raise LocalClusterError(str(e)) from None
+
+
+def check_ports(settings: Settings) -> None:
+    """Both ports must be free before anything starts: the error names the port, its holder and the setting."""
+    loc = settings.local
+    # the GCS binds every interface (Ray replaces a loopback address); the dashboard binds 127.0.0.1
+    for port, what, host in ((loc.gcs_port, "gcs_port", ""), (loc.dashboard_port, "dashboard_port", LOOPBACK)):
+        if not procs.port_free(port, host):
+            raise LocalClusterError(
+                f"port {port} (local.{what}) is already in use, held by {procs.port_holder(port)}. "
+                f"Fix: stop that program, or choose a free port: `-p {what} N` or `{what}: N` under `local:` "
+                f"in env.yaml"
+            )
+
+
 def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> LocalClusterInfo:
     """Start the head and the worker raylets, or reuse a running cluster of the same shape (idempotent).
 
     ``plan`` only says what would start. A failed start stops everything it started: nothing is left behind.
     """
     shape = desired_shape(settings)
+    _own_root(settings, create=False)
     current = status(settings)
     if current.running:
         return reuse(settings, current, shape)
     loc = settings.local
     if plan:
+        check_ports(settings)
         return LocalClusterInfo(
             False,
             f"{LOOPBACK}:{loc.gcs_port}",
@@ -310,16 +376,11 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
             shape=shape,
             message=f"would start a head (num-cpus 0, num-gpus 0) and {_shape_str(shape)}",
         )
-    for port, what in ((loc.gcs_port, "gcs_port"), (loc.dashboard_port, "dashboard_port")):
-        if _port_open(port):
-            raise LocalClusterError(
-                f"port {port} (local.{what}) is already in use by another program. "
-                f"Fix: choose a free port for local.{what}"
-            )
-    _stop_processes(settings)  # leftovers of a crashed cluster under our temp root
-    _root(settings).mkdir(parents=True, exist_ok=True)
+    _stop_recorded(settings)  # leftovers of a crashed cluster: only the processes its state file records
+    check_ports(settings)  # before anything is created
+    _own_root(settings, create=True)
     env = _base_env(settings)
-    env.update(_new_auth_token(settings))
+    env.update(new_auth_token(settings))
     from tqdm import tqdm
 
     bar = tqdm(
@@ -330,12 +391,12 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
         ncols=80,
         bar_format="{desc}: {n_fmt}/{total_fmt} {bar} {elapsed}",
     )
+    recorder = _Recorder(settings, shape)
     try:
-        names = _start_raylets(settings, shape, env, timeout_s, on_node=lambda: bar.update(1))
-        state_path(settings).write_text(json.dumps(dict(shape=shape, node_names=names, started=time.time()), indent=2))
+        _start_raylets(settings, shape, env, timeout_s, recorder, on_node=lambda: bar.update(1))
     except BaseException:
         # nothing half-created is left behind
-        _stop_processes(settings)
+        procs.stop(recorder.state["processes"])
         state_path(settings).unlink(missing_ok=True)
         raise
     finally:
@@ -366,90 +427,123 @@ def reuse(settings: Settings, current: LocalClusterInfo, shape: dict[str, Any]) 
     )
 
 
-def _new_auth_token(settings: Settings) -> dict[str, str]:
-    """With auth_mode token: a fresh token file (0600) that every process of the cluster and the kernel use."""
+def new_auth_token(settings: Settings) -> dict[str, str]:
+    """With auth_mode token: a fresh token file that every process of the cluster and the kernel use, created
+    0600 in one call (never written first and narrowed after: no moment where others could read it)."""
     if settings.local.auth_mode != "token":
         return {}
     tp = token_path(settings)
-    tp.write_text(secrets.token_hex(32))
-    tp.chmod(0o600)
+    tp.unlink(missing_ok=True)
+    fd = os.open(tp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
     env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tp)}
     os.environ.update(env)
     return env
 
 
-def _start_raylets(
-    settings: Settings, shape: dict[str, Any], env: dict[str, str], timeout_s: float, on_node
-) -> dict[str, str]:
-    """``ray start`` the head, then each worker; returns node id -> worker name."""
+def cluster_python(settings: Settings) -> str:
+    """The interpreter the running cluster's raylets were started with (this one when nothing records it)."""
+    return (_read_state(settings) or {}).get("python") or sys.executable
+
+
+def _head_args(settings: Settings) -> list[str]:
     loc = settings.local
+    return [
+        "--head",
+        "--node-ip-address",
+        LOOPBACK,
+        "--port",
+        str(loc.gcs_port),
+        "--dashboard-host",
+        LOOPBACK,
+        "--dashboard-port",
+        str(loc.dashboard_port),
+        "--include-dashboard",
+        "true",
+        "--num-cpus",
+        "0",
+        "--num-gpus",
+        "0",
+        "--object-store-memory",
+        str(loc.object_store_mb * 1024 * 1024),
+        "--temp-dir",
+        str(_root(settings) / "head"),
+        "--dashboard-agent-listen-port",
+        str(_free_port()),
+        "--disable-usage-stats",
+    ]
+
+
+def _worker_args(settings: Settings, w: dict[str, Any]) -> list[str]:
+    loc = settings.local
+    return [
+        "--address",
+        f"{LOOPBACK}:{loc.gcs_port}",
+        "--node-ip-address",
+        LOOPBACK,
+        # the name tells the nodes apart in the state API when they start at the same time
+        "--node-name",
+        w["name"],
+        "--num-cpus",
+        str(w["num_cpus"]),
+        "--num-gpus",
+        str(len(w["gpus"])),
+        "--resources",
+        json.dumps({TRAIN_SLOT: w["train_slots"]}),
+        "--object-store-memory",
+        str(loc.object_store_mb * 1024 * 1024),
+        "--temp-dir",
+        str(_root(settings) / w["name"]),
+        # Ray's default agent port (52365) is the same for every raylet: on one host the
+        # second agent cannot bind it, and job submission then finds no agent
+        "--dashboard-agent-listen-port",
+        str(_free_port()),
+        "--disable-usage-stats",
+    ]
+
+
+def start_parallelism(workers: int, cpus: int | None = None) -> int:
+    """How many worker raylets start at once: one per 4 CPUs (each start runs a raylet and two Python agents; a
+    raylet aborts when its agents take over 15 s to come up, which two at once on a busy 2-core machine do)."""
+    return max(1, min(workers, (cpus or os.cpu_count() or 1) // 4))
+
+
+def _start_raylets(
+    settings: Settings, shape: dict[str, Any], env: dict[str, str], timeout_s: float, recorder: _Recorder, on_node
+) -> None:
+    """``ray start`` the head, then the workers, several at once where the CPUs allow (each has its own temp dir
+    and node name); records each process and node id -> worker name in the state file."""
     root = _root(settings)
     log = root / "ray-start.log"
     log.write_text("")
-    obj = str(loc.object_store_mb * 1024 * 1024)
-    _ray_start(
-        [
-            "--head",
-            "--node-ip-address",
-            LOOPBACK,
-            "--port",
-            str(loc.gcs_port),
-            "--dashboard-host",
-            LOOPBACK,
-            "--dashboard-port",
-            str(loc.dashboard_port),
-            "--include-dashboard",
-            "true",
-            "--num-cpus",
-            "0",
-            "--num-gpus",
-            "0",
-            "--object-store-memory",
-            obj,
-            "--temp-dir",
-            str(root / "head"),
-            "--dashboard-agent-listen-port",
-            str(_free_port()),
-            "--disable-usage-stats",
-        ],
-        dict(env, CUDA_VISIBLE_DEVICES=""),
-        log,
-    )
-    url = f"http://{LOOPBACK}:{loc.dashboard_port}"
+    _ray_start(_head_args(settings), dict(env, CUDA_VISIBLE_DEVICES=""), log, "head", recorder)
+    url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
     _wait(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
     on_node()
-    names: dict[str, str] = {}
-    for w in shape["workers"]:
-        before = {n["node_id"] for n in _safe_nodes(url)}
-        _ray_start(
-            [
-                "--address",
-                f"{LOOPBACK}:{loc.gcs_port}",
-                "--node-ip-address",
-                LOOPBACK,
-                "--num-cpus",
-                str(w["num_cpus"]),
-                "--num-gpus",
-                str(len(w["gpus"])),
-                "--resources",
-                json.dumps({TRAIN_SLOT: w["train_slots"]}),
-                "--object-store-memory",
-                obj,
-                "--temp-dir",
-                str(root / w["name"]),
-                # Ray's default agent port (52365) is the same for every raylet: on one host the
-                # second agent cannot bind it, and job submission then finds no agent
-                "--dashboard-agent-listen-port",
-                str(_free_port()),
-                "--disable-usage-stats",
-            ],
-            dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"])),
-            log,
-        )
-        _wait(lambda known=before: len(_alive(url) - known) >= 1, timeout_s, f"{w['name']} to register")
-        names[(_alive(url) - before).pop()] = w["name"]
+
+    def start_worker(w: dict[str, Any]) -> None:
+        (root / w["name"]).mkdir(exist_ok=True)
+        wlog = root / w["name"] / "ray-start.log"
+        wlog.write_text("")
+        worker_env = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
+        _ray_start(_worker_args(settings, w), worker_env, wlog, w["name"], recorder)
         on_node()
-    return names
+
+    with ThreadPoolExecutor(max_workers=start_parallelism(len(shape["workers"]))) as pool:
+        for future in [pool.submit(start_worker, w) for w in shape["workers"]]:
+            future.result()  # the first failure is raised once every start has returned (and been recorded)
+    wanted = {w["name"] for w in shape["workers"]}
+
+    def named() -> dict[str, str]:
+        return {
+            n["node_id"]: n.get("node_name")
+            for n in _safe_nodes(url)
+            if n.get("state") == "ALIVE" and n.get("node_name") in wanted
+        }
+
+    _wait(lambda: len(named()) == len(wanted), timeout_s, "every worker node to register")
+    recorder.add([], named())
 
 
 def _alive(url: str) -> set[str]:
@@ -490,82 +584,45 @@ def _shape_str(shape: dict[str, Any] | None) -> str:
     )
 
 
+def _recorded(settings: Settings) -> list[dict[str, Any]] | None:
+    """The processes the state file records (None: no state file, or one written before processes were)."""
+    state = _read_state(settings)
+    if state is None or "processes" not in state:
+        return None
+    return list(state["processes"])
+
+
 def our_pids(settings: Settings) -> list[int]:
-    """Processes of this cluster: a command line or working directory under our temp root (or naming our
-    GCS port), and all their descendants - Ray renames its agents and workers (``ray::RayTrainWorker``), so
-    their command lines no longer say where they belong, but their parent does."""
-    root = str(_root(settings).resolve())
-    gcs = f":{settings.local.gcs_port}"
-    me = os.getpid()
-    matched: set[int] = set()
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
-            continue
-        pid = int(d.name)
-        try:
-            stat = (d / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(pid)
-        try:
-            cwd = os.readlink(d / "cwd")
-        except OSError:
-            cwd = ""
-        if (
-            (root + "/") in cmd
-            or cmd.endswith(root + " ")
-            or cwd == root
-            or cwd.startswith(root + "/")
-            or (gcs in cmd and "ray" in cmd and ("gcs_server" in cmd or "raylet" in cmd))
-        ):
-            matched.add(pid)
-    todo = list(matched)
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in matched and c != me:
-                matched.add(c)
-                todo.append(c)
-    return sorted(matched)
+    """The live processes this cluster started (recorded by pid and start time when each raylet started) and
+    their descendants: Ray's workers, agents and job drivers. Nothing else, whatever its command line says."""
+    return [r["pid"] for r in procs.with_descendants(_recorded(settings) or [])]
 
 
-def _stop_processes(settings: Settings, timeout_s: float = 6.0) -> int:
-    pids = our_pids(settings)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + (timeout_s if sig == signal.SIGTERM else 5)
-        while time.monotonic() < deadline:
-            pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
-            if not pids:
-                break
-            time.sleep(0.2)
-        if not pids:
-            break
-    return len(pids)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return " Z " in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:4]
-    except OSError:
-        return True
+def _stop_recorded(settings: Settings) -> list[dict[str, Any]]:
+    """Stop the recorded processes and their descendants; the state file goes once none is left."""
+    left = procs.stop(_recorded(settings) or [])
+    if not left:
+        state_path(settings).unlink(missing_ok=True)
+    return left
 
 
 def down(settings: Settings) -> LocalClusterInfo:
+    """Stop only what this cluster started (see :func:`our_pids`), and check that it is gone."""
+    _own_root(settings, create=False)
     before = status(settings)
-    n = len(our_pids(settings))
-    left = _stop_processes(settings)
-    state_path(settings).unlink(missing_ok=True)
-    after = status(settings)
-    if left or after.running:
+    if _recorded(settings) is None and before.running:
         raise LocalClusterError(
-            f"{left} process(es) of the local cluster did not stop; stop them with `ray stop --force`"
+            f"a Ray cluster answers on {LOOPBACK}:{settings.local.gcs_port} but {state_path(settings)} records no "
+            f"process of it (another program's cluster, or one started by an older version of this tool), so "
+            f"nothing was stopped. Fix: stop it where it was started, or choose other local.gcs_port/dashboard_port"
+        )
+    n = len(our_pids(settings))
+    left = _stop_recorded(settings)
+    after = status(settings)
+    if left:
+        raise LocalClusterError(
+            f"{len(left)} process(es) of the local cluster did not stop (pids "
+            f"{', '.join(str(r['pid']) for r in left[:10])}). Fix: run `raytrain-tutorial down` again"
         )
     after.action = "stopped"
     after.message = (

@@ -50,6 +50,8 @@ class LocalCapacity:
     required_mem_gib: float
     plan: MemoryPlan
     problems: list[str]
+    #: CPU cores the worker raylets ask for (worker nodes x CPUs each)
+    cpus_needed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -72,8 +74,8 @@ class LocalCapacity:
             (
                 "CPU cores",
                 str(self.cpus),
-                f"{self.worker_nodes} worker node(s) x {self.slots_per_node if not need_gpu else 1}",
-                "ok",
+                f"{self.worker_nodes} worker node(s) x {cpus_per_node(self.slots_per_node, need_gpu)}",
+                "ok" if self.cpus >= self.cpus_needed else "SHORT",
             ),
             (
                 "memory available",
@@ -90,8 +92,8 @@ class LocalCapacity:
             (
                 "training workers",
                 f"{self.world_size} ({self.backend})",
-                f">= 2 over {self.worker_nodes} node(s)",
-                "ok" if self.world_size >= 1 else "SHORT",
+                f">= {MIN_WORLD} over {self.worker_nodes} node(s)",
+                "ok" if self.world_size >= MIN_WORLD else "SHORT",
             ),
         ]
         if self.plan.device_mem_gib is not None:
@@ -124,6 +126,15 @@ def local_world_size(settings: Settings, gpus_per_node: int) -> tuple[int, int]:
     return slots, n
 
 
+#: The smallest world size the tutorial trains with: FSDP over one rank shards nothing.
+MIN_WORLD = 2
+
+
+def cpus_per_node(slots: int, gpus_per_node: int) -> int:
+    """CPU cores one worker raylet needs: one per training slot on CPU, one for the GPU workers' driver side."""
+    return 1 if gpus_per_node else slots
+
+
 def local_resources(settings: Settings) -> LocalCapacity:
     gpus = _visible_gpus()
     g = resolve_local_gpus(settings, len(gpus))
@@ -135,6 +146,18 @@ def local_resources(settings: Settings) -> LocalCapacity:
             f"{slots * settings.local.worker_nodes} worker slots "
             f"({settings.local.worker_nodes} nodes x {slots}). Fix: num_workers: 0 (all) or more "
             f"worker_nodes / cpus_per_worker_node"
+        )
+    cpus = os.cpu_count() or 1
+    cpus_needed = settings.local.worker_nodes * cpus_per_node(slots, g)
+    if cpus < cpus_needed:
+        problems.append(
+            f"{settings.local.worker_nodes} worker nodes x {cpus_per_node(slots, g)} CPU(s) need {cpus_needed} cores, "
+            f"this machine has {cpus}. Fix: fewer local.worker_nodes or local.cpus_per_worker_node"
+        )
+    if world < MIN_WORLD:
+        problems.append(
+            f"{world} training worker(s): FSDP across nodes needs at least {MIN_WORLD}. Fix: local.worker_nodes: 2 "
+            "(or more cpus_per_worker_node)"
         )
     if g * settings.local.worker_nodes > len(gpus):
         problems.append(
@@ -159,7 +182,8 @@ def local_resources(settings: Settings) -> LocalCapacity:
             f"{plan.device_mem_gib:.0f} GiB. Fix: {'; '.join(plan.notes)}"
         )
     return LocalCapacity(
-        cpus=os.cpu_count() or 1,
+        cpus=cpus,
+        cpus_needed=cpus_needed,
         mem_available_gib=mem,
         gpus=gpus,
         worker_nodes=settings.local.worker_nodes,

@@ -1,0 +1,176 @@
+"""The processes of the local cluster, told apart by pid AND start time, and the ports it needs.
+
+Each ``ray start`` runs as the leader of a new session; the processes it leaves running (GCS, raylet, dashboard,
+agents) keep that session id, so right after it returns they are found and recorded as (pid, start time since
+boot, boot time). A record matches a live process only when all three match, so a pid the kernel gave to another
+program since is never touched. Stopping a record stops it and its descendants (Ray's workers, the job drivers).
+Everything here reads ``/proc`` (Linux) and imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+PROC = Path("/proc")
+
+
+def boot_time() -> int:
+    """Seconds since the epoch at which this machine booted (``btime`` in /proc/stat)."""
+    for line in (PROC / "stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def stat_fields(pid: int) -> dict[str, Any] | None:
+    """ppid, state, session and start time (clock ticks after boot, field 22) of a process; None when gone."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after its last ")"
+    rest = raw.rsplit(")", 1)[1].split()
+    return dict(pid=pid, state=rest[0], ppid=int(rest[1]), session=int(rest[3]), start=int(rest[19]))
+
+
+def _all_stats() -> list[dict[str, Any]]:
+    out = []
+    for d in PROC.iterdir():
+        if d.name.isdigit():
+            st = stat_fields(int(d.name))
+            if st is not None:
+                out.append(st)
+    return out
+
+
+def record(st: dict[str, Any], boot: int, **extra: Any) -> dict[str, Any]:
+    return dict(pid=st["pid"], start=st["start"], boot=boot, **extra)
+
+
+def session_records(session: int, **extra: Any) -> list[dict[str, Any]]:
+    """Records of the live processes of one session (what a ``ray start`` run as a session leader left)."""
+    boot = boot_time()
+    return [record(st, boot, **extra) for st in _all_stats() if st["session"] == session and st["state"] != "Z"]
+
+
+def program(pid: int) -> str:
+    """The file name of a process's program (``raylet``, ``gcs_server``, ``python3``...); "" when gone."""
+    try:
+        argv0 = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return ""
+    return os.path.basename(argv0.decode(errors="replace"))
+
+
+def is_alive(rec: dict[str, Any]) -> bool:
+    """True when the process of this record still runs: same pid, same start time, same boot, not a zombie."""
+    st = stat_fields(int(rec["pid"]))
+    if st is None or st["state"] == "Z":
+        return False
+    try:
+        return st["start"] == int(rec["start"]) and boot_time() == int(rec["boot"])
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def with_descendants(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The live recorded processes and every live descendant of them, as records (pid + start time)."""
+    boot = boot_time()
+    stats = _all_stats()
+    children: dict[int, list[dict[str, Any]]] = {}
+    for st in stats:
+        children.setdefault(st["ppid"], []).append(st)
+    me = os.getpid()
+    found: dict[int, dict[str, Any]] = {}
+    todo = [stat_fields(int(r["pid"])) for r in records if is_alive(r)]
+    while todo:
+        st = todo.pop()
+        if st is None or st["pid"] in found or st["pid"] == me or st["state"] == "Z":
+            continue
+        found[st["pid"]] = record(st, boot)
+        todo.extend(children.get(st["pid"], []))
+    return sorted(found.values(), key=lambda r: r["pid"])
+
+
+def _signal(recs: list[dict[str, Any]], sig: int) -> None:
+    for rec in recs:
+        if is_alive(rec):  # checked right before the signal: a reused pid is never hit
+            try:
+                os.kill(int(rec["pid"]), sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def stop(records: list[dict[str, Any]], timeout_s: float = 6.0) -> list[dict[str, Any]]:
+    """SIGTERM the recorded processes and their descendants, SIGKILL what is left; returns what still runs.
+
+    The tree is read again before each round, so a worker the raylet spawned meanwhile is stopped too."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+        targets = with_descendants(records)
+        if not targets:
+            return []
+        _signal(targets, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            targets = [r for r in targets if is_alive(r)]
+            if not targets:
+                break
+            time.sleep(0.2)
+        records = records + targets
+    return [r for r in with_descendants(records) if is_alive(r)]
+
+
+# --------------------------------------------------------------------------------------------
+# Ports
+# --------------------------------------------------------------------------------------------
+
+
+def port_free(port: int, host: str) -> bool:
+    """Whether a server could bind ``host:port`` now (SO_REUSEADDR, as servers do: TIME_WAIT does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _socket_inodes(port: int) -> set[str]:
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] != "0":
+                inodes.add(cols[9])
+    return inodes
+
+
+def port_holder(port: int) -> str:
+    """Who holds a TCP port: ``pid 123 (cmd line)``, or a sentence saying the process is not visible."""
+    inodes = _socket_inodes(port)
+    wanted = {f"socket:[{i}]" for i in inodes}
+    for d in PROC.iterdir():
+        if not d.name.isdigit() or not wanted:
+            continue
+        try:
+            fds = list((d / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) in wanted:
+                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                    return f"pid {d.name} ({cmd[:120]})"
+            except OSError:
+                continue
+    return "no process this user can see (another user's, or a socket bound but not listening: /proc omits those)"

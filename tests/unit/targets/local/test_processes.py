@@ -1,0 +1,212 @@
+"""What the local target stops and where it writes: only the processes it recorded (pid + start time) and their
+descendants, only in a temp root it owns; the token file is created 0600; the cluster results' ``ok``.
+
+Real processes (``sleep`` under a shell), no Ray: nothing answers on the settings' ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from raytrain_helpers.core import config
+from raytrain_helpers.targets import local
+from raytrain_helpers.targets.local import procs, raylets, rootdir
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def short_root():
+    """A fresh temp root short enough for the setting (at most 40 characters)."""
+    d = tempfile.mkdtemp(prefix="rt-unit-", dir="/tmp")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def settings(clean_env, repo_root, short_root):
+    gcs, dash = _free_port(), _free_port()
+    return config.load(
+        repo_root / "env.yaml",
+        environ={},
+        gpus_per_worker_node=0,
+        temp_root=str(short_root / "c"),
+        gcs_port=gcs,
+        dashboard_port=dash,
+    )
+
+
+@pytest.fixture
+def spawn():
+    """Start a process; every one started is killed at the end whatever the test did."""
+    started: list[subprocess.Popen] = []
+
+    def start(argv: list[str], **kw) -> subprocess.Popen:
+        p = subprocess.Popen(argv, **kw)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def _running(p: subprocess.Popen) -> bool:
+    st = procs.stat_fields(p.pid)
+    return p.poll() is None and st is not None and st["state"] != "Z"
+
+
+def _decoy(spawn, root: Path, port: int) -> subprocess.Popen:
+    """A program that looks like a raylet of this cluster: temp_root and ':<gcs_port> raylet' in its command
+    line, its working directory the temp root. Not started by the tool."""
+    root.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-c", "import time; time.sleep(120)", f"{root}/head/raylet", f"127.0.0.1:{port}", "raylet"]
+    return spawn(argv, cwd=root)
+
+
+def _children(pid: int) -> list[dict]:
+    stats = [procs.stat_fields(int(d.name)) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    return [_record_pid(st["pid"]) for st in stats if st is not None and st["ppid"] == pid]
+
+
+def _record_pid(pid: int) -> dict:
+    return procs.record(procs.stat_fields(pid), procs.boot_time())
+
+
+def _write_state(settings, records: list[dict]) -> None:
+    rootdir.claim(Path(settings.local.temp_root))
+    raylets.state_path(settings).write_text(json.dumps(dict(shape={}, node_names={}, processes=records)))
+
+
+def _record(p: subprocess.Popen) -> dict:
+    return _record_pid(p.pid)
+
+
+def test_down_stops_what_it_recorded_and_its_children_and_spares_a_decoy(settings, spawn):
+    decoy = _decoy(spawn, Path(settings.local.temp_root), settings.local.gcs_port)
+    # a recorded "raylet" with a child: the child is not recorded (as Ray's workers are not) but is a descendant
+    ours = spawn(["bash", "-c", "sleep 120 & wait"])
+    _write_state(settings, [_record(ours)])
+    deadline = time.monotonic() + 10
+    while not (kids := _children(ours.pid)):
+        assert time.monotonic() < deadline, "the child sleep did not start"
+        time.sleep(0.05)
+    assert set(local.our_pids(settings)) == {ours.pid, kids[0]["pid"]}
+
+    info = local.down(settings)
+
+    assert info.ok and info.action == "stopped" and not info.running
+    ours.wait(timeout=10)
+    assert not procs.is_alive(kids[0]), "a descendant of a recorded process was left running"
+    assert _running(decoy), "down stopped a process it did not start"
+    assert not raylets.state_path(settings).exists() and local.our_pids(settings) == []
+
+
+def test_a_reused_pid_is_never_hit(settings, spawn):
+    """The state file names the decoy's pid with another start time (the pid was reused): it survives."""
+    decoy = _decoy(spawn, Path(settings.local.temp_root), settings.local.gcs_port)
+    rec = _record(decoy)
+    _write_state(settings, [dict(rec, start=rec["start"] - 1)])
+    assert local.our_pids(settings) == []
+    local.down(settings)
+    assert _running(decoy)
+    _write_state(settings, [dict(rec, boot=rec["boot"] - 3600)])  # the same pid and ticks, an earlier boot
+    local.down(settings)
+    assert _running(decoy)
+
+
+@pytest.mark.parametrize("root", ["/", "/tmp", "HOME", "foreign", "file"])
+def test_a_temp_root_the_tool_does_not_own_is_refused(settings, short_root, root, monkeypatch):
+    if root == "HOME":
+        monkeypatch.setenv("HOME", str(short_root))
+        root = str(short_root)
+    elif root == "foreign":
+        (short_root / "notes.txt").write_text("someone's file")
+        root = str(short_root)
+    elif root == "file":
+        (short_root / "f").write_text("x")
+        root = str(short_root / "f")
+    before = sorted(p.name for p in short_root.iterdir())
+    s = config.with_overrides(settings, temp_root=root)
+    calls = [lambda: local.up(s, plan=True), lambda: local.down(s)]
+    if root.startswith(str(short_root)):  # a real `up` only where a regression could write nowhere but here
+        monkeypatch.setattr(raylets, "_start_raylets", lambda *a, **k: pytest.fail("a cluster would start there"))
+        calls.append(lambda: local.up(s))
+    for call in calls:
+        with pytest.raises(local.LocalClusterError, match=r"local\.temp_root = .*Fix: set local\.temp_root"):
+            call()
+    assert sorted(p.name for p in short_root.iterdir()) == before, "something was created in a refused folder"
+
+
+def test_the_tool_marks_the_temp_root_it_creates_and_takes_over_its_own_older_one(short_root):
+    new = short_root / "new"
+    rootdir.claim(new)
+    assert (new / rootdir.MARKER).is_file()
+    rootdir.check(new)  # its own, non-empty: accepted
+    older = short_root / "older"  # what the tool wrote before it marked its folders
+    for sub in ("head", "worker-0", "worker-1"):
+        (older / sub).mkdir(parents=True)
+    (older / "cluster.json").write_text("{}")
+    rootdir.claim(older)
+    assert (older / rootdir.MARKER).is_file()
+
+
+def test_the_token_file_is_created_0600_never_wider(settings, monkeypatch):
+    """With a umask of 0 (anything created is as open as its creator asks) and chmod forbidden, the token file
+    is still 0600: it was created so, never written open and narrowed afterwards."""
+    s = config.with_overrides(settings, auth_mode="token")
+    rootdir.claim(Path(s.local.temp_root))
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(k, raising=False)
+
+    def no_chmod(*args, **kwargs):
+        raise AssertionError("the token file's mode was changed after it was created")
+
+    monkeypatch.setattr(os, "chmod", no_chmod)
+    monkeypatch.setattr(os, "fchmod", no_chmod)
+    monkeypatch.setattr(Path, "chmod", no_chmod)
+    old = os.umask(0)
+    try:
+        raylets.new_auth_token(s)
+        raylets.new_auth_token(s)  # a second up replaces the token, with the same mode
+    finally:
+        os.umask(old)
+    tp = raylets.token_path(s)
+    assert oct(tp.stat().st_mode & 0o777) == "0o600" and len(tp.read_text()) == 64
+    assert os.environ["RAY_AUTH_TOKEN_PATH"] == str(tp)
+
+
+def test_ok_means_the_action_succeeded(settings):
+    info = local.up(settings, plan=True)
+    assert info.action == "plan" and info.ok and not info.running
+    assert not local.status(settings).ok, "status of a cluster that is not running is not ok"
+    gone = local.down(settings)
+    assert gone.ok and gone.message == "nothing was running"
+
+
+def test_the_job_runs_with_the_cluster_interpreter(settings):
+    assert local.job_defaults(settings).python == sys.executable  # nothing recorded: this interpreter
+    _write_state(settings, [])
+    state = json.loads(raylets.state_path(settings).read_text())
+    raylets.state_path(settings).write_text(json.dumps(dict(state, python="/opt/env/bin/python3.11")))
+    assert local.job_defaults(settings).python == "/opt/env/bin/python3.11"
+
+
+def test_worker_raylets_start_several_at_once_only_where_the_cpus_allow():
+    assert [raylets.start_parallelism(2, cpus) for cpus in (1, 2, 4, 8, 16)] == [1, 1, 1, 2, 2]
+    assert raylets.start_parallelism(16, 16) == 4 and raylets.start_parallelism(1, 64) == 1
