@@ -1,9 +1,21 @@
-"""boto3, thinly: sessions and clients, error codes, identity, pagination, tags, and credential redaction.
+"""boto3, thinly: sessions and clients, error codes, guarded calls, identity, pagination, tags, redaction.
 
 Credentials come only from the standard boto3 chain (environment, ``AWS_PROFILE``, SSO, instance role...);
 nothing here takes a key as a parameter, and nothing prints one: :func:`redact` scrubs the live credentials
 out of any text before it is shown or saved. ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every
 client at a test server such as moto.
+
+Every call that can fail goes through one of two guards, so a failure becomes a named result where it is made:
+
+* :func:`essential_call` - the step cannot go on without it (instance type offerings and facts, EKS describe):
+  a failure raises :class:`AwsCallError`, ONE line naming the API, the IAM action and the fix (a notebook shows
+  that line, not a traceback);
+* :func:`optional_call` - a signal the step can do without (Spot placement scores, capacity reservations in
+  use, service quotas, scaling activities): a failure becomes a :class:`Signal` whose :meth:`Signal.line` reads
+  ``unavailable: <error code> for <IAM action>; <what the step uses instead>``, and the step goes on.
+
+Throttling and transient server errors are retried by botocore itself (:func:`client` sets its ``standard``
+retry mode, or ``adaptive`` when ``AWS_RETRY_MODE=adaptive``); a guard only sees what survived the retries.
 """
 
 from __future__ import annotations
@@ -11,13 +23,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Added to every request's User-Agent, so the tutorial's calls can be told apart in CloudTrail.
 USER_AGENT = "raytrain-tutorial"
-#: Retries of throttled or transient failures (botocore's "standard" mode: exponential backoff with jitter).
+#: Retries of throttled or transient failures (botocore's retry modes: exponential backoff with jitter).
 MAX_ATTEMPTS = 8
+#: botocore's retry modes the tutorial accepts in ``AWS_RETRY_MODE``; anything else means the first.
+RETRY_MODES = ("standard", "adaptive")
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60
 #: Environment variables that may carry credentials (scrubbed from any output).
@@ -27,6 +41,154 @@ ACCESS_KEY_RE = re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b")
 
 class AwsError(RuntimeError):
     """AWS could not be reached, refused a call, or a tool the AWS steps need is missing."""
+
+
+#: IAM action prefixes that differ from the service's signing name (the prefix is the signing name otherwise).
+IAM_PREFIXES: dict[str, str] = {}
+#: Error codes by what they mean (anything else: ``error``); a botocore exception's class name counts as a code.
+ERROR_KINDS: dict[str, frozenset[str]] = {
+    "denied": frozenset(
+        {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess", "Forbidden"}
+    ),
+    "throttled": frozenset(
+        {
+            "Throttling",
+            "ThrottlingException",
+            "ThrottledException",
+            "RequestLimitExceeded",
+            "RequestThrottled",
+            "RequestThrottledException",
+            "TooManyRequestsException",
+            "PriorRequestNotComplete",
+            "SlowDown",
+            "EC2ThrottledException",
+            "BandwidthLimitExceeded",
+        }
+    ),
+    "credentials": frozenset(
+        {
+            "ExpiredToken",
+            "ExpiredTokenException",
+            "InvalidClientTokenId",
+            "UnrecognizedClientException",
+            "AuthFailure",
+            "SignatureDoesNotMatch",
+            "RequestExpired",
+            "NoCredentialsError",
+            "PartialCredentialsError",
+            "TokenRetrievalError",
+            "SSOTokenLoadError",
+            "UnauthorizedSSOTokenError",
+        }
+    ),
+    "unsupported": frozenset(
+        {"UnsupportedOperation", "InvalidAction", "UnknownOperationException", "OptInRequired", "NotImplemented"}
+    ),
+    "unavailable": frozenset(
+        {
+            "InternalError",
+            "InternalFailure",
+            "InternalServerError",
+            "InternalServerException",
+            "ServiceUnavailable",
+            "ServiceUnavailableException",
+            "Unavailable",
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ReadTimeoutError",
+            "ConnectionClosedError",
+            "EndpointResolutionError",
+            "UnknownEndpointError",
+        }
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """One AWS call that failed, after botocore's retries."""
+
+    #: The API operation, e.g. ``DescribeCapacityReservations``.
+    api: str
+    #: The IAM action it needs, e.g. ``ec2:DescribeCapacityReservations``.
+    action: str
+    region: str
+    #: AWS's error code (``AccessDenied``, ``InternalError``...), or the botocore exception's class name.
+    code: str
+    message: str
+    #: HTTP status of the last answer (0: no answer).
+    status: int = 0
+
+    @property
+    def kind(self) -> str:
+        """``denied`` | ``throttled`` | ``credentials`` | ``unsupported`` | ``unavailable`` | ``error``."""
+        for kind, codes in ERROR_KINDS.items():
+            if self.code in codes:
+                return kind
+        if self.status >= 500:
+            return "unavailable"
+        if self.status in (401, 403):
+            return "denied"
+        return "error"
+
+    def fix(self) -> str:
+        """What the user can do about it."""
+        return {
+            "denied": f"allow {self.action} for this identity (its IAM policy, or ask the account's administrator)"
+            f", then re-run this step",
+            "throttled": f"AWS still throttled it after {MAX_ATTEMPTS + 1} attempts with {retry_mode()} retries; "
+            f"wait a minute and re-run this step (AWS_RETRY_MODE=adaptive slows the calls down)",
+            "credentials": "refresh the credentials of the active profile (e.g. `aws sso login`) and re-run this step",
+            "unsupported": f"{self.region} does not offer {self.action} (another partition, or a region to opt in "
+            f"to); choose another region",
+            "unavailable": f"the service did not answer in {self.region}; re-run this step later (check "
+            f"https://health.aws.amazon.com) or choose another region",
+            "error": "correct what the message says, then re-run this step",
+        }[self.kind]
+
+    def brief_message(self, limit: int = 160) -> str:
+        """AWS's message on one line, shortened."""
+        text = " ".join(str(self.message).split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class AwsCallError(AwsError):
+    """An essential AWS call failed: the message is ONE line naming the API, the IAM action and the fix."""
+
+    def __init__(self, failure: CallFailure) -> None:
+        self.failure = failure
+        f = failure
+        detail = f" - {f.brief_message()}" if f.kind in ("error", "unavailable") and f.message else ""
+        super().__init__(
+            f"{f.api} failed in {f.region} ({f.code}{detail}); it needs IAM action {f.action}. Fix: {f.fix()}"
+        )
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython (a notebook) shows this one line instead of a traceback."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+@dataclass
+class Signal:
+    """An optional signal: its ``value``, or ``default`` and the failure that made it unavailable."""
+
+    #: The call's result (the default when unavailable).
+    value: Any
+    #: What the step uses instead when the signal is unavailable (words for the user).
+    instead: str
+    failure: CallFailure | None = None
+    #: Where the signal belongs (a region, a node group...); shown with the line.
+    scope: str = field(default="")
+
+    @property
+    def available(self) -> bool:
+        return self.failure is None
+
+    def line(self) -> str:
+        """``unavailable: <error code> for <IAM action>; <what is used instead>`` (empty when available)."""
+        if self.failure is None:
+            return ""
+        return f"unavailable: {self.failure.code} for {self.failure.action}; {self.instead}"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -47,21 +209,90 @@ def client(sess, service: str, region: str | None = None):
 
     cfg = Config(
         user_agent_extra=USER_AGENT,
-        retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        retries={"max_attempts": MAX_ATTEMPTS, "mode": retry_mode()},
         connect_timeout=CONNECT_TIMEOUT_S,
         read_timeout=READ_TIMEOUT_S,
     )
     return sess.client(service, region_name=region or sess.region_name, config=cfg)
 
 
+def retry_mode() -> str:
+    """botocore's retry mode for every client: ``adaptive`` when ``AWS_RETRY_MODE=adaptive``, else ``standard``."""
+    mode = os.environ.get("AWS_RETRY_MODE", "").strip().lower()
+    return mode if mode in RETRY_MODES else RETRY_MODES[0]
+
+
 def err_code(e: Exception) -> str:
-    """The AWS error code of a botocore ClientError (the exception's class name for anything else)."""
-    return getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+    """The AWS error code of a botocore ClientError or an :class:`AwsCallError` (the exception's class name for
+    anything else)."""
+    failure = getattr(e, "failure", None)
+    if isinstance(failure, CallFailure):
+        return failure.code
+    return (getattr(e, "response", None) or {}).get("Error", {}).get("Code", type(e).__name__)
 
 
 def err_msg(e: Exception) -> str:
     """The AWS error message of a botocore ClientError (``str(e)`` for anything else)."""
-    return getattr(e, "response", {}).get("Error", {}).get("Message", str(e))
+    return (getattr(e, "response", None) or {}).get("Error", {}).get("Message", str(e))
+
+
+def iam_action(api, operation: str) -> str:
+    """The IAM action of ``api.<operation>``, from the client's service model: ``ec2:DescribeInstanceTypes``."""
+    model = api.meta.service_model
+    name = api.meta.method_to_api_mapping.get(operation) or model.operation_model(operation).name
+    prefix = IAM_PREFIXES.get(model.signing_name, model.signing_name)
+    return f"{prefix}:{name}"
+
+
+def failure_of(api, operation: str, e: Exception) -> CallFailure:
+    """What went wrong in ``api.<operation>`` (a ClientError or a BotoCoreError), named."""
+    action = iam_action(api, operation)
+    response = getattr(e, "response", None) or {}
+    return CallFailure(
+        api=action.split(":", 1)[1],
+        action=action,
+        region=api.meta.region_name or "",
+        code=err_code(e),
+        message=err_msg(e),
+        status=int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0),
+    )
+
+
+def call(api, operation: str, *, items: str | None = None, **kwargs: Any) -> Any:
+    """``api.<operation>(**kwargs)``'s response; with ``items=KEY``, every item under KEY of every page."""
+    if items is not None:
+        return pages(api, operation, items, **kwargs)
+    return getattr(api, operation)(**kwargs)
+
+
+def essential_call(api, operation: str, *, absent: Sequence[str] = (), items: str | None = None, **kwargs) -> Any:
+    """:func:`call`, which the step cannot do without: a failure raises :class:`AwsCallError` (one line naming
+    the API, the IAM action and the fix). ``absent``: error codes that mean "no such resource": None."""
+    from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+    try:
+        return call(api, operation, items=items, **kwargs)
+    except ParamValidationError:
+        raise  # a bug in the caller, not an AWS failure
+    except (ClientError, BotoCoreError) as e:
+        if err_code(e) in absent:
+            return None
+        raise AwsCallError(failure_of(api, operation, e)) from None
+
+
+def optional_call(
+    api, operation: str, *, instead: str, default: Any = None, items: str | None = None, scope: str = "", **kwargs
+) -> Signal:
+    """:func:`call` for a signal the step can do without: a :class:`Signal` with the value, or with ``default``
+    and the failure (``instead`` says what the step uses instead). Never raises for an AWS failure."""
+    from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+    try:
+        return Signal(call(api, operation, items=items, **kwargs), instead, scope=scope)
+    except ParamValidationError:
+        raise
+    except (ClientError, BotoCoreError) as e:
+        return Signal(default, instead, failure_of(api, operation, e), scope=scope)
 
 
 @dataclass
@@ -119,16 +350,22 @@ def redact(text: str, sess=None) -> str:
 
 
 def paginate(api, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
-    """Every item under ``key`` of every page of ``api.<operation>(**kwargs)``.
+    """Every item under ``key`` of every page of ``api.<operation>(**kwargs)``; essential: a failure raises
+    :class:`AwsCallError` (wrap it in :func:`optional_call` with ``items=key`` for an optional list).
 
     boto3's paginator where the service model defines one; otherwise the ``NextToken`` protocol by hand.
     """
+    return essential_call(api, operation, items=key, **kwargs)
+
+
+def pages(api, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`paginate` without the guard (botocore's exceptions propagate)."""
     if api.can_paginate(operation):
         return [item for page in api.get_paginator(operation).paginate(**kwargs) for item in page.get(key, [])]
-    call = getattr(api, operation)
+    fetch = getattr(api, operation)
     out: list[dict[str, Any]] = []
     while True:
-        page = call(**kwargs)
+        page = fetch(**kwargs)
         out.extend(page.get(key, []))
         if not page.get("NextToken"):
             return out
@@ -172,24 +409,15 @@ def tagged_reservations(
 
 
 def describe_cluster(eks, name: str) -> dict[str, Any] | None:
-    """``eks:DescribeCluster``'s cluster, or None when there is no such cluster."""
-    from botocore.exceptions import ClientError
-
-    try:
-        return eks.describe_cluster(name=name)["cluster"]
-    except ClientError as e:
-        if err_code(e) == "ResourceNotFoundException":
-            return None
-        raise
+    """``eks:DescribeCluster``'s cluster, or None when there is no such cluster (essential: see
+    :func:`essential_call`)."""
+    resp = essential_call(eks, "describe_cluster", absent=("ResourceNotFoundException",), name=name)
+    return None if resp is None else resp["cluster"]
 
 
 def describe_nodegroup(eks, cluster: str, name: str) -> dict[str, Any] | None:
-    """``eks:DescribeNodegroup``'s node group, or None when there is no such node group."""
-    from botocore.exceptions import ClientError
-
-    try:
-        return eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-    except ClientError as e:
-        if err_code(e) == "ResourceNotFoundException":
-            return None
-        raise
+    """``eks:DescribeNodegroup``'s node group, or None when there is no such node group (essential)."""
+    resp = essential_call(
+        eks, "describe_nodegroup", absent=("ResourceNotFoundException",), clusterName=cluster, nodegroupName=name
+    )
+    return None if resp is None else resp["nodegroup"]

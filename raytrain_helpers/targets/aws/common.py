@@ -130,7 +130,9 @@ def confirm(
 
 
 def enabled_regions(ec2) -> list[str]:
-    return sorted(r["RegionName"] for r in ec2.describe_regions(AllRegions=False)["Regions"])
+    """The regions enabled for this account (essential: ``ec2:DescribeRegions``)."""
+    resp = aws_client.essential_call(ec2, "describe_regions", AllRegions=False)
+    return sorted(r["RegionName"] for r in resp["Regions"])
 
 
 def validate_regions(ec2, wanted: Iterable[str] | None, default_region: str) -> list[str]:
@@ -142,10 +144,10 @@ def validate_regions(ec2, wanted: Iterable[str] | None, default_region: str) -> 
     if not wanted:
         return [default_region]
     known = set(enabled)
-    try:
-        every = {r["RegionName"] for r in ec2.describe_regions(AllRegions=True)["Regions"]}
-    except Exception:  # noqa: BLE001 - AllRegions is only a nicer message
-        every = known
+    every_region = aws_client.optional_call(  # only a nicer message
+        ec2, "describe_regions", instead="opt-in regions are reported as unknown", default={}, AllRegions=True
+    )
+    every = {r["RegionName"] for r in every_region.value.get("Regions", [])} or known
     for w in wanted:
         if w in known:
             continue
@@ -161,7 +163,8 @@ def validate_regions(ec2, wanted: Iterable[str] | None, default_region: str) -> 
 def zones(ec2) -> dict[str, dict[str, Any]]:
     """AZ name -> {id, state, opt_in} for the client's region (availability zones only)."""
     out = {}
-    for z in ec2.describe_availability_zones(AllAvailabilityZones=False)["AvailabilityZones"]:
+    resp = aws_client.essential_call(ec2, "describe_availability_zones", AllAvailabilityZones=False)
+    for z in resp["AvailabilityZones"]:
         if z.get("ZoneType", "availability-zone") != "availability-zone":
             continue
         out[z["ZoneName"]] = dict(
@@ -197,7 +200,7 @@ def private_subnets_by_az(ec2, subnet_ids: Sequence[str]) -> dict[str, list[str]
     """
     if not subnet_ids:
         return {}
-    subnets = ec2.describe_subnets(SubnetIds=list(subnet_ids))["Subnets"]
+    subnets = aws_client.essential_call(ec2, "describe_subnets", SubnetIds=list(subnet_ids))["Subnets"]
     vpcs = sorted({s["VpcId"] for s in subnets})
     tables = aws_client.paginate(
         ec2, "describe_route_tables", "RouteTables", Filters=[{"Name": "vpc-id", "Values": vpcs}]

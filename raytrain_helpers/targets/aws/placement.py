@@ -15,6 +15,12 @@ It ranks the AZs (probe-confirmed > quota ok with a cluster subnet > Spot score)
 placement (``runs/<run_name>/placement.json``) that step 02 and later read, plans the FSDP memory on the
 type's real GPU memory and estimates the stack's hourly cost.
 
+A call that fails (denied by a restricted IAM role, missing in the partition, throttled past botocore's retries,
+a server error) is caught where it is made: the offerings, the instance facts, the regions, AZs and the cluster's
+description are essential (one line naming the API, the IAM action and the fix); the quotas, the vCPUs in use,
+the capacity reservations and the Spot scores are optional: each becomes a row "unavailable: <code> for <IAM
+action>; <what the ranking uses instead>" and the step goes on.
+
 ``probe=True`` adds the one definitive test: an On-Demand Capacity Reservation for all the GPU nodes in
 each candidate AZ, cancelled at once - only after confirmation (``assume_yes`` or an interactive yes),
 and cancelled on every exit path (exceptions, Ctrl-C, kernel interrupt, SIGTERM), then verified by listing.
@@ -32,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...clients import aws as aws_client
-from ...clients.aws import Identity
+from ...clients.aws import AwsCallError, Identity, Signal
 from ...core.config import ConfigError, Settings
 from ...core.tables import table
 from ...plan import cost
@@ -57,6 +63,14 @@ MAX_PROBE_AZS = 3
 SHOW_ROWS = 15
 #: Errors of ``CreateCapacityReservation`` that mean "no capacity there now".
 NO_CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientReservedInstanceCapacity")
+#: What the ranking uses instead of each optional signal that could not be read.
+INSTEAD = dict(
+    quota="the ranking marks the AZs 'quota unknown' (check the quota in the console)",
+    spot_quota="Spot scores are not checked against the Spot vCPU quota",
+    instances="vCPUs of running instances not counted: the ranking marks the AZs 'quota unknown'",
+    reservations="unused capacity reservations are not counted against the quota",
+    spot="the ranking uses quota and cluster subnets only (no Spot score)",
+)
 #: A test seam: called as probe_hook(reservation_id) right after a probe reservation is created.
 probe_hook: Callable[[str], None] | None = None
 
@@ -124,6 +138,8 @@ class QuotaState:
     source: str  # applied | default | unreadable: ... | no quota class
     used: int
     need: int
+    #: False when the vCPUs of running instances could not be read (``used`` then counts only what was read).
+    used_known: bool = True
 
     @property
     def free(self) -> float | None:
@@ -131,7 +147,10 @@ class QuotaState:
 
     @property
     def ok(self) -> bool | None:
-        return None if self.limit is None else self.limit - self.used >= self.need
+        if self.limit is None:
+            return None
+        fits = self.limit - self.used >= self.need
+        return None if fits and not self.used_known else fits
 
     def request_command(self, region: str) -> str | None:
         if self.ok is not False or not self.code:
@@ -197,6 +216,8 @@ class CapacityReport:
     probes: list[ProbeResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Optional signals that could not be read (each shown as "unavailable: <code> for <IAM action>; ...").
+    unavailable: list[Signal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -223,6 +244,7 @@ class CapacityReport:
             probes=[asdict(p) for p in self.probes],
             problems=self.problems,
             notes=self.notes,
+            unavailable=[dict(scope=u.scope, line=u.line()) for u in self.unavailable],
         )
 
     def show(self) -> None:
@@ -230,6 +252,7 @@ class CapacityReport:
             print(f"AWS account {self.account}; settings region {self.region}")
         self._show_facts()
         self._show_rows()
+        self._show_unavailable()
         self._show_quota_and_probes()
         if self.recommendation:
             r = self.recommendation
@@ -293,6 +316,19 @@ class CapacityReport:
         if self.not_offered:
             print(f"not offered in: {', '.join(self.not_offered)}")
 
+    def _show_unavailable(self) -> None:
+        """One row per distinct line (the same denial in many regions is one row)."""
+        scopes: dict[str, list[str]] = {}
+        for u in self.unavailable:
+            scopes.setdefault(u.line(), []).append(u.scope)
+        if scopes:
+            table(
+                [(", ".join(s) if len(s) <= 3 else f"{len(s)} regions", line) for line, s in scopes.items()],
+                ["region", "signal"],
+                title="Signals the ranking could not read (the step went on without them)",
+                max_width=200,
+            )
+
     def _show_quota_and_probes(self) -> None:
         for name, q in self.system_quota.items():
             if q.ok is False:
@@ -333,42 +369,51 @@ class CapacityReport:
 
 
 def instance_facts(ec2, types: Sequence[str]) -> dict[str, InstanceFacts]:
-    from botocore.exceptions import ClientError
-
+    """The types' facts (essential: ``ec2:DescribeInstanceTypes``); a type EC2 does not know is a ConfigError."""
     try:
-        resp = ec2.describe_instance_types(InstanceTypes=list(types))
-    except ClientError as e:
-        if aws_client.err_code(e) in ("InvalidInstanceType", "InvalidParameterValue"):
+        resp = aws_client.essential_call(ec2, "describe_instance_types", InstanceTypes=list(types))
+    except AwsCallError as e:
+        if e.failure.code in ("InvalidInstanceType", "InvalidParameterValue"):
             raise ConfigError(
-                f"instance type(s) {', '.join(types)} unknown to EC2 ({aws_client.err_msg(e)}). "
+                f"instance type(s) {', '.join(types)} unknown to EC2 ({e.failure.message}). "
                 f"Fix: check gpu_node_type / system_node_type spelling"
             ) from None
         raise
     return {t["InstanceType"]: InstanceFacts.from_api(t) for t in resp["InstanceTypes"]}
 
 
-def quota_limit(sq, code: str) -> tuple[float | None, str]:
-    from botocore.exceptions import ClientError
+def quota_limit(sq, code: str, instead: str = INSTEAD["quota"]) -> tuple[float | None, str, Signal | None]:
+    """(limit, source, the signal that was unavailable or None) of an EC2 quota: the applied value, else
+    (never applied: NoSuchResourceException) the AWS default. Both calls are optional."""
+    scope = sq.meta.region_name or ""
+    applied = aws_client.optional_call(
+        sq, "get_service_quota", instead=instead, scope=scope, ServiceCode="ec2", QuotaCode=code
+    )
+    if applied.available:
+        return float(applied.value["Quota"]["Value"]), "applied", None
+    if applied.failure.code != "NoSuchResourceException":
+        return None, f"unreadable: {applied.failure.code}", applied
+    default = aws_client.optional_call(
+        sq, "get_aws_default_service_quota", instead=instead, scope=scope, ServiceCode="ec2", QuotaCode=code
+    )
+    if default.available:
+        return float(default.value["Quota"]["Value"]), "default", None
+    return None, f"unreadable: {default.failure.code}", default
 
-    try:
-        return float(sq.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]), "applied"
-    except ClientError as e:
-        if aws_client.err_code(e) != "NoSuchResourceException":
-            return None, f"unreadable: {aws_client.err_code(e)}"
-    try:
-        return float(sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]), "default"
-    except ClientError as e:
-        return None, f"unreadable: {aws_client.err_code(e)}"
 
-
-def vcpus_in_use(ec2, vcpu_of: Callable[[str], int], *, skip_reservation: str = "") -> tuple[dict[str, int], list[str]]:
-    """vCPUs per quota class held by running/pending instances and by unused active capacity reservations."""
-    from botocore.exceptions import ClientError
-
+def vcpus_in_use(
+    ec2, vcpu_of: Callable[[str], int], *, skip_reservation: str = ""
+) -> tuple[dict[str, int], list[Signal]]:
+    """vCPUs per quota class held by running/pending instances and by unused active capacity reservations,
+    and the signals that were unavailable (both lists are optional)."""
     used: dict[str, int] = {}
-    notes: list[str] = []
+    scope = ec2.meta.region_name or ""
     running = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    for res in aws_client.paginate(ec2, "describe_instances", "Reservations", Filters=running):
+    instances = aws_client.optional_call(
+        ec2, "describe_instances", instead=INSTEAD["instances"], default=[], items="Reservations", scope=scope,
+        Filters=running,
+    )  # fmt: skip
+    for res in instances.value:
         for inst in res.get("Instances", []):
             itype = inst["InstanceType"]
             cpu = inst.get("CpuOptions") or {}
@@ -377,35 +422,39 @@ def vcpus_in_use(ec2, vcpu_of: Callable[[str], int], *, skip_reservation: str = 
             if cls:
                 used[cls] = used.get(cls, 0) + n
     active = [{"Name": "state", "Values": ["active"]}]
-    try:
-        for cr in aws_client.paginate(ec2, "describe_capacity_reservations", "CapacityReservations", Filters=active):
-            if cr["CapacityReservationId"] == skip_reservation:
-                continue  # the GPU nodes will run inside it
-            cls = quota_class(cr["InstanceType"])
-            if cls:
-                used[cls] = used.get(cls, 0) + int(cr.get("AvailableInstanceCount", 0)) * vcpu_of(cr["InstanceType"])
-    except ClientError as e:
-        notes.append(f"capacity reservations unreadable ({aws_client.err_code(e)}): unused reservations not counted")
-    return used, notes
+    reservations = aws_client.optional_call(
+        ec2, "describe_capacity_reservations", instead=INSTEAD["reservations"], default=[],
+        items="CapacityReservations", scope=scope, Filters=active,
+    )  # fmt: skip
+    for cr in reservations.value:
+        if cr["CapacityReservationId"] == skip_reservation:
+            continue  # the GPU nodes will run inside it
+        cls = quota_class(cr["InstanceType"])
+        if cls:
+            used[cls] = used.get(cls, 0) + int(cr.get("AvailableInstanceCount", 0)) * vcpu_of(cr["InstanceType"])
+    return used, [sig for sig in (instances, reservations) if not sig.available]
 
 
-def spot_scores(ec2, instance_type: str, count: int, region: str) -> tuple[dict[str, int], str | None]:
-    """AZ id -> Spot placement score (1-10) for ``count`` instances in one AZ."""
-    from botocore.exceptions import ClientError
-
-    try:
-        resp = ec2.get_spot_placement_scores(
-            InstanceTypes=[instance_type],
-            TargetCapacity=count,
-            TargetCapacityUnitType="units",
-            SingleAvailabilityZone=True,
-            RegionNames=[region],
-        )
-    except ClientError as e:
-        return {}, f"spot placement scores unreadable in {region} ({aws_client.err_code(e)})"
+def spot_scores(ec2, instance_type: str, count: int, region: str) -> tuple[dict[str, int], Signal | None]:
+    """AZ id -> Spot placement score (1-10) for ``count`` instances in one AZ (optional: the signal that was
+    unavailable, or None)."""
+    sig = aws_client.optional_call(
+        ec2,
+        "get_spot_placement_scores",
+        instead=INSTEAD["spot"],
+        default={},
+        scope=region,
+        InstanceTypes=[instance_type],
+        TargetCapacity=count,
+        TargetCapacityUnitType="units",
+        SingleAvailabilityZone=True,
+        RegionNames=[region],
+    )
+    if not sig.available:
+        return {}, sig
     return {
         s["AvailabilityZoneId"]: int(s["Score"])
-        for s in resp.get("SpotPlacementScores", [])
+        for s in sig.value.get("SpotPlacementScores", [])
         if s.get("Region", region) == region and s.get("AvailabilityZoneId")
     }, None
 
@@ -486,7 +535,7 @@ def _create_probe_reservation(ec2, az: str, instance_type: str, count: int, toke
 
 def probe_az(ec2, region: str, az: str, instance_type: str, count: int) -> ProbeResult:
     """Reserve ``count`` x ``instance_type`` in ``az`` and cancel at once. Never leaves a reservation behind."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     token = uuid.uuid4().hex
     result = ProbeResult(region=region, az=az, status="error: not run", reservation_id=None, cancelled=False)
@@ -496,7 +545,7 @@ def probe_az(ec2, region: str, az: str, instance_type: str, count: int) -> Probe
             result.status = "confirmed"
             if probe_hook is not None:
                 probe_hook(result.reservation_id)
-        except ClientError as e:
+        except (ClientError, BotoCoreError) as e:
             code = aws_client.err_code(e)
             if code in NO_CAPACITY_CODES:
                 result.status, result.message = "no capacity", aws_client.err_msg(e)
@@ -561,7 +610,7 @@ def _region_scan(sess, region: str, settings: Settings, facts: dict[str, Instanc
     """One region: the AZs offering the types, their quotas and vCPUs in use, Spot scores."""
     a = settings.aws
     ec2 = aws_client.client(sess, "ec2", region)
-    out: dict[str, Any] = dict(region=region, notes=[])
+    out: dict[str, Any] = dict(region=region, notes=[], unavailable=[])
     out["gpu_azs"] = common.offering_azs(ec2, a.gpu_node_type)
     if not out["gpu_azs"]:
         return out
@@ -574,21 +623,30 @@ def _region_scan(sess, region: str, settings: Settings, facts: dict[str, Instanc
             cache.update({k: v.vcpus for k, v in instance_facts(ec2, [itype]).items()})
         return cache[itype]
 
-    used, notes = vcpus_in_use(ec2, vcpu_of, skip_reservation=a.capacity_reservation_id)
-    out["notes"] += notes
+    used, out["unavailable"] = vcpus_in_use(ec2, vcpu_of, skip_reservation=a.capacity_reservation_id)
     sq = aws_client.client(sess, "service-quotas", region)
-    out["quotas"] = _quotas(sq, settings, facts, used)
+    used_known = not any(sig.failure.api == "DescribeInstances" for sig in out["unavailable"])
+    out["quotas"] = _quotas(sq, settings, facts, used, used_known, out["unavailable"])
     spot_code = QUOTA_CLASSES.get(quota_class(a.gpu_node_type) or "", {}).get("spot")
-    out["spot_limit"] = quota_limit(sq, spot_code)[0] if spot_code else None
-    scores, note = spot_scores(ec2, a.gpu_node_type, a.gpu_node_count, region)
-    out["scores"] = scores
-    if note:
-        out["notes"].append(note)
+    out["spot_limit"] = None
+    if spot_code:
+        out["spot_limit"], _, sig = quota_limit(sq, spot_code, INSTEAD["spot_quota"])
+        out["unavailable"] += [sig] if sig else []
+    out["scores"], sig = spot_scores(ec2, a.gpu_node_type, a.gpu_node_count, region)
+    out["unavailable"] += [sig] if sig else []
     return out
 
 
-def _quotas(sq, settings: Settings, facts: dict[str, InstanceFacts], used: dict[str, int]) -> dict[str, QuotaState]:
-    """The On-Demand vCPU quota of the GPU and the system nodes (one class for both: the system needs both)."""
+def _quotas(
+    sq,
+    settings: Settings,
+    facts: dict[str, InstanceFacts],
+    used: dict[str, int],
+    used_known: bool = True,
+    unavailable: list[Signal] | None = None,
+) -> dict[str, QuotaState]:
+    """The On-Demand vCPU quota of the GPU and the system nodes (one class for both: the system needs both);
+    the quota signals that were unavailable are added to ``unavailable``."""
     a = settings.aws
     gpu_cls, sys_cls = quota_class(a.gpu_node_type), quota_class(a.system_node_type)
     gpu_need = a.gpu_node_count * facts[a.gpu_node_type].vcpus
@@ -601,10 +659,12 @@ def _quotas(sq, settings: Settings, facts: dict[str, InstanceFacts], used: dict[
             quotas[label] = QuotaState(None, None, None, "no quota class known", 0, need)
             continue
         code = QUOTA_CLASSES[cls]["od"]
-        limit, source = quota_limit(sq, code)
+        limit, source, sig = quota_limit(sq, code)
+        if sig is not None and unavailable is not None and all(u.line() != sig.line() for u in unavailable):
+            unavailable.append(sig)
         if gpu_cls == sys_cls and label == "system":
             need += gpu_need
-        quotas[label] = QuotaState(cls, code, limit, source, used.get(cls, 0), need)
+        quotas[label] = QuotaState(cls, code, limit, source, used.get(cls, 0), need, used_known)
     return quotas
 
 
@@ -622,7 +682,8 @@ def _rank(rows: list[AzRow], settings_region: str) -> None:
         elif r.probe == "confirmed":
             r.tier, r.verdict = 0, "ok: capacity confirmed by probe"
         elif q.ok is None:
-            r.tier, r.verdict = 2, f"quota unknown ({q.source}): check it in the console"
+            why = q.source if q.limit is None else "vCPUs in use unreadable"
+            r.tier, r.verdict = 2, f"quota unknown ({why}): check it in the console"
         else:
             r.tier, r.verdict = 1, "ok" + (" (cluster subnet)" if r.cluster_subnet else "")
         if r.probe and r.probe.startswith("error"):
@@ -650,10 +711,22 @@ def _type_facts(ec2, settings: Settings) -> dict[str, InstanceFacts]:
     return facts
 
 
+def _region_scan_or_skip(sess, region: str, settings: Settings, facts: dict[str, InstanceFacts]) -> dict[str, Any]:
+    """:func:`_region_scan`; a region other than the settings' one whose essential calls fail (an account's
+    policy denying a region, an API missing there) is left out of the ranking with a row, not a stop."""
+    try:
+        return _region_scan(sess, region, settings, facts)
+    except AwsCallError as e:
+        if region == settings.aws.region:
+            raise
+        skipped = Signal(None, f"{region} left out of the ranking", e.failure, scope=region)
+        return dict(region=region, notes=[], unavailable=[skipped], gpu_azs=[], skipped=True)
+
+
 def _scan(sess, settings: Settings, region_list: list[str], facts: dict[str, InstanceFacts]) -> list[dict[str, Any]]:
     """Every region at once (a few threads); ConfigError when no region offers the GPU type."""
     with ThreadPoolExecutor(max_workers=min(8, len(region_list))) as pool:
-        scans = list(pool.map(lambda r: _region_scan(sess, r, settings, facts), region_list))
+        scans = list(pool.map(lambda r: _region_scan_or_skip(sess, r, settings, facts), region_list))
     if not any(s["gpu_azs"] for s in scans):
         raise ConfigError(
             f"{settings.aws.gpu_node_type} is not offered in any AZ of {', '.join(region_list)}. "
@@ -684,7 +757,7 @@ def _new_report(
         facts=gf,
         system_facts=facts[a.system_node_type],
         regions_checked=region_list,
-        not_offered=[s["region"] for s in scans if not s["gpu_azs"]],
+        not_offered=[s["region"] for s in scans if not s["gpu_azs"] and not s.get("skipped")],
         rows=[],
         recommendation=None,
         placement_file=None,
@@ -697,6 +770,8 @@ def _new_report(
             f"existing cluster {a.cluster_name} ({cluster_state}) has private subnets in "
             f"{', '.join(subnets) or 'no AZ'}"
         )
+    for s in scans:
+        report.unavailable.extend(s["unavailable"])
     for s in offered:
         _add_region_rows(report, settings, s, gf, subnets)
     _rank(report.rows, a.region)

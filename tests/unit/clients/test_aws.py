@@ -137,5 +137,5 @@ def test_describe_returns_none_for_what_does_not_exist():
         stub.add_client_error("describe_cluster", "AccessDeniedException", "denied")
         assert aws_client.describe_cluster(eks, "c") is None
         assert aws_client.describe_nodegroup(eks, "c", "n") is None
-        with pytest.raises(Exception, match="denied"):
+        with pytest.raises(aws_client.AwsCallError, match=r"DescribeCluster .*AccessDeniedException.*eks:Desc"):
             aws_client.describe_cluster(eks, "c")

@@ -139,11 +139,14 @@ def test_spot_score_flagged_when_spot_quota_caps_it(mocked_aws, tmp_path):
     assert any("capped" in n for n in rep.notes)
 
 
-def test_spot_scores_unreadable_is_a_note_not_a_failure(mocked_aws, tmp_path):
+def test_spot_scores_unreadable_is_a_row_not_a_failure(mocked_aws, tmp_path, capsys):
     moto_ext.FAKE.deny.add(f"spot:{R}")
     rep = aws_capacity.capacity(make_settings(tmp_path), regions=[R])
     assert rep.ok and all(r.spot_score is None for r in rep.rows)
-    assert any("spot placement scores unreadable" in n for n in rep.notes)
+    line = "unavailable: UnauthorizedOperation for ec2:GetSpotPlacementScores; " + aws_capacity.INSTEAD["spot"]
+    assert [u.line() for u in rep.unavailable] == [line]
+    rep.show()
+    assert line in capsys.readouterr().out
 
 
 def test_gpus_per_node_disagreeing_with_ec2_is_rejected(mocked_aws, tmp_path, monkeypatch):
