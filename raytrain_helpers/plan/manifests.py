@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Settings
+from .iam import render_service_account
 from .plugins import render_plugins
 from .raycluster import render_namespace, render_operator, render_raycluster, render_rayjob
 from .render import to_yaml
@@ -26,12 +27,13 @@ def filename(index: int, obj: dict[str, Any]) -> str:
 def render_all(settings: Settings, *, include_alternatives: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """Every object the aws target applies, in apply order, as (filename, object).
 
-    Order: the device plugins (notebook 03), the KubeRay operator, the namespace, the RayCluster
-    (notebook 04). The RayJob (the declarative alternative to notebook 05) comes last under
-    ``alternatives/``: applying it next to the RayCluster would ask for every GPU node twice.
+    Order: the device plugins (notebook 03), the KubeRay operator, the namespace, the pods' ServiceAccount
+    (Pod Identity; under IRSA step 04 adds the role annotation), the RayCluster (notebook 04). The RayJob
+    (the declarative alternative to notebook 05) comes last under ``alternatives/``: applying it next to the
+    RayCluster would ask for every GPU node twice.
     """
     objs = render_plugins(settings) + render_operator(settings)
-    objs += [render_namespace(settings), render_raycluster(settings)]
+    objs += [render_namespace(settings), render_service_account(settings), render_raycluster(settings)]
     out = [(filename(i, obj), obj) for i, obj in enumerate(objs, start=1)]
     if include_alternatives:
         job = render_rayjob(settings)

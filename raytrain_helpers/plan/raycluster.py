@@ -18,6 +18,7 @@ import yaml
 from ..core.config import INSTANCE_TYPES, ConfigError, Settings
 from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, TRAIN_SLOT
 from .kube_objects import EFA_RESOURCE, GPU_RESOURCE, container_of, env_of, quantity, tolerates
+from .memory import count_params
 from .render import render_objects
 
 RAY_API = "ray.io/v1"
@@ -33,6 +34,9 @@ SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")
 JOB_ENTRYPOINT = f"python -m {ENTRYPOINT_MODULE} --config job_config.json"
 #: The head container's ports: GCS, dashboard/jobs, client.
 HEAD_PORTS = (6379, DASHBOARD_PORT, 10001)
+#: Where the workers' Hugging Face cache volume is mounted (``HF_HOME``), and its smallest size in GiB.
+HF_HOME = "/mnt/hf-cache"
+HF_CACHE_MIN_GIB = 10
 
 
 # ============================================================================================
@@ -153,6 +157,15 @@ def worker_env(settings: Settings) -> list[tuple[str, str]]:
     return list(env.items())
 
 
+def hf_cache_gib(settings: Settings) -> int:
+    """The workers' Hugging Face cache volume in GiB: ``kubernetes.hf_cache_gib``, or twice the model's bf16
+    weights (the download and its conversion), at least :data:`HF_CACHE_MIN_GIB`."""
+    if settings.kubernetes.hf_cache_gib:
+        return settings.kubernetes.hf_cache_gib
+    weights_gib = count_params(settings.model_config_dict())["total"] * 2 / 2**30
+    return max(HF_CACHE_MIN_GIB, math.ceil(2 * weights_gib))
+
+
 def resources_param(slots: int) -> str:
     """rayStartParams ``resources``: JSON quoted for the shell KubeRay runs ``ray start`` in."""
     return '"' + json.dumps({TRAIN_SLOT: slots}).replace('"', '\\"') + '"'
@@ -174,6 +187,8 @@ def raycluster_values(settings: Settings) -> dict[str, Any]:
         group_name=settings.aws.gpu_nodegroup_name,
         worker_env=worker_env(settings),
         resources_param=resources_param(settings.aws.gpus_per_node),
+        hf_home=HF_HOME,
+        hf_cache_size=f"{hf_cache_gib(settings)}Gi",
     )
 
 
@@ -328,6 +343,41 @@ def check_cluster_spec(spec: dict, settings: Settings, what: str) -> list[str]:
         problems += check_worker_scheduling(group, settings)
         problems += check_worker_devices(group, settings)
         problems += check_worker_runtime(group)
+        problems += check_worker_hf_cache(group)
+    return problems + check_service_accounts(spec, settings, what)
+
+
+def check_service_accounts(spec: dict, settings: Settings, what: str) -> list[str]:
+    """The head and every worker group run as ``kubernetes.service_account`` (it carries the storage role)."""
+    want = settings.kubernetes.service_account
+    groups = [("head", spec.get("headGroupSpec") or {})]
+    groups += [(_group_label(g), g) for g in spec.get("workerGroupSpecs") or []]
+    return [
+        f"{what} {name}: serviceAccountName {group_pod_spec(g).get('serviceAccountName')!r}, not {want!r}. Fix: "
+        f"serviceAccountName: {want} (without it the pods cannot write checkpoints to S3)"
+        for name, g in groups
+        if group_pod_spec(g).get("serviceAccountName") != want
+    ]
+
+
+def check_worker_hf_cache(group: dict) -> list[str]:
+    """HF_HOME points at a mounted cache volume; HF_TOKEN, if set, comes from an optional Secret (never a value)."""
+    name = _group_label(group)
+    pod_spec = group_pod_spec(group)
+    container = container_of(pod_spec)
+    problems = []
+    home = env_of(container).get("HF_HOME")
+    if not home or _mount_volume(pod_spec, container, home) is None:
+        problems.append(f"{name}: HF_HOME {home!r} is not a mounted volume. Fix: HF_HOME={HF_HOME} on a cache volume")
+    for e in container.get("env") or []:
+        if e.get("name") != "HF_TOKEN":
+            continue
+        ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
+        if "value" in e or not ref or ref.get("optional") is not True:
+            problems.append(
+                f"{name}: HF_TOKEN must come from an optional secretKeyRef, never a literal value. Fix: "
+                f"kubernetes.hf_token_secret names the Secret"
+            )
     return problems
 
 
@@ -534,6 +584,8 @@ __all__ = [
     "GPU_NODE_RESERVE_CPU_M",
     "GPU_NODE_RESERVE_MEM_GIB",
     "HEAD_PORTS",
+    "HF_CACHE_MIN_GIB",
+    "HF_HOME",
     "JOB_ENTRYPOINT",
     "KUBERAY_HELM_REPO",
     "MEMORY_VISIBLE",
@@ -556,12 +608,15 @@ __all__ = [
     "check_head_scheduling",
     "check_raycluster",
     "check_rayjob",
+    "check_service_accounts",
+    "check_worker_hf_cache",
     "check_worker_devices",
     "check_worker_runtime",
     "check_worker_scheduling",
     "gpu_node_shape",
     "group_pod_spec",
     "head_size",
+    "hf_cache_gib",
     "max_pods",
     "operator_values",
     "parse_ray_resources",

@@ -34,6 +34,7 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
+from raytrain_helpers.steps import display  # noqa: E402
 from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
@@ -239,13 +240,8 @@ def _serve_nccl_logs(st, work, healthy: str, other_run: str) -> str:
 
 
 def _criteria(text: str) -> dict[str, tuple[str, str]]:
-    """The verification table's rows: criterion -> (result, evidence)."""
-    rows = {}
-    for ln in text.splitlines():
-        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] in ("PASS", "FAIL", "n/a"):
-            rows[cells[1]] = (cells[0], cells[2])
-    return rows
+    """The verification table's rows: criterion -> (result, evidence), wrapped rows joined back."""
+    return display.criteria_rows(text)
 
 
 def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_cluster, work):

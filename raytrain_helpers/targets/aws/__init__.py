@@ -7,8 +7,9 @@ Exports the names of :mod:`..base` (the Target interface). Credentials come only
 from __future__ import annotations
 
 from .eks import cluster, teardown
+from .identity import infra_criteria, raycluster
 from .jobs import benchmark_variants, job_defaults, where
-from .kuberay import infra_criteria, job_server, raycluster
+from .kuberay import job_server
 from .logs import worker_logs
 from .placement import capacity
 from .plugins import devices

@@ -55,7 +55,7 @@ from ...plan.eksctl import (
     render_gpu_nodegroup_config,
 )
 from ...plan.raycluster import OPERATOR_NAMESPACE
-from . import common, kuberay, plugins
+from . import common, kuberay, plugins, storage
 from .placement import cancel_probe_reservations, probe_reservations
 
 ACTIONS = ("plan", "up", "status", "down")
@@ -249,18 +249,17 @@ def _check_placement(ctx: AwsContext, placement: dict[str, Any]) -> None:
 
 def validate_reservation(ctx: AwsContext, az: str) -> dict[str, Any] | None:
     """The settings' capacity reservation, checked against the GPU nodes (ConfigError when it does not fit)."""
-    from botocore.exceptions import ClientError
-
     rid = ctx.settings.aws.capacity_reservation_id
     if not rid:
         return None
     try:
-        crs = ctx.ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
-    except ClientError as e:
-        if aws_client.err_code(e).startswith("InvalidCapacityReservationId"):
+        resp = aws_client.essential_call(ctx.ec2, "describe_capacity_reservations", CapacityReservationIds=[rid])
+        crs = resp["CapacityReservations"]
+    except aws_client.AwsCallError as e:
+        if e.failure.code.startswith("InvalidCapacityReservationId"):
             raise ConfigError(
                 f"aws.capacity_reservation_id (CAPACITY_RESERVATION_ID) = {rid!r} was not found in "
-                f"{ctx.region} ({aws_client.err_code(e)}); reservations belong to one region and account. "
+                f"{ctx.region} ({e.failure.code}); reservations belong to one region and account. "
                 f"Fix: use a reservation of this region, or leave it empty"
             ) from None
         raise
@@ -328,7 +327,8 @@ def read_nodegroups(ctx: AwsContext) -> list[dict[str, Any]]:
     subnet_az = {}
     if subnet_ids:
         subnet_az = {
-            s["SubnetId"]: s["AvailabilityZone"] for s in ctx.ec2.describe_subnets(SubnetIds=subnet_ids)["Subnets"]
+            s["SubnetId"]: s["AvailabilityZone"]
+            for s in aws_client.essential_call(ctx.ec2, "describe_subnets", SubnetIds=subnet_ids)["Subnets"]
         }
     return [nodegroup_summary(ng, subnet_az) for ng in ngs]
 
@@ -351,38 +351,39 @@ def failure_causes(sess, region: str, cluster: str, nodegroup: str | None = None
 
 
 def _scaling_causes(sess, region: str, asgs: list[str], limit: int) -> list[str]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
     out = []
-    try:
-        asc = aws_client.client(sess, "autoscaling", region)
-        for name in asgs:
-            acts = asc.describe_scaling_activities(AutoScalingGroupName=name, MaxRecords=20).get("Activities", [])
-            for act in [x for x in acts if x.get("StatusCode") in ("Failed", "Cancelled")][:limit]:
-                why = act.get("StatusMessage") or act.get("Description")
-                out.append(f"Auto Scaling {name} {act.get('StatusCode')}: {why}")
-    except (ClientError, BotoCoreError) as e:
-        out.append(f"(Auto Scaling activities unreadable: {aws_client.err_code(e)})")
+    asc = aws_client.client(sess, "autoscaling", region) if asgs else None
+    for name in asgs:
+        sig = aws_client.optional_call(
+            asc, "describe_scaling_activities", instead="the diagnosis shows EKS health and CloudFormation events only",
+            default={}, AutoScalingGroupName=name, MaxRecords=20,
+        )  # fmt: skip
+        if not sig.available:
+            out.append(f"(Auto Scaling {name}: {sig.line()})")
+            break
+        failed = [x for x in sig.value.get("Activities", []) if x.get("StatusCode") in ("Failed", "Cancelled")]
+        for act in failed[:limit]:
+            why = act.get("StatusMessage") or act.get("Description")
+            out.append(f"Auto Scaling {name} {act.get('StatusCode')}: {why}")
     return out
 
 
 def _stack_causes(sess, region: str, stack: str, limit: int) -> list[str]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
     out = []
-    try:
-        cfn = aws_client.client(sess, "cloudformation", region)
-        events = cfn.describe_stack_events(StackName=stack).get("StackEvents", [])
-        for e in [x for x in events if str(x.get("ResourceStatus", "")).endswith("FAILED")][:limit]:
-            out.append(
-                f"CloudFormation {stack} {e.get('LogicalResourceId')} {e.get('ResourceStatus')}: "
-                f"{e.get('ResourceStatusReason', '')}"
-            )
-    except ClientError as e:
-        if "does not exist" not in aws_client.err_msg(e):
-            out.append(f"(CloudFormation events of {stack} unreadable: {aws_client.err_code(e)})")
-    except BotoCoreError as e:  # pragma: no cover
-        out.append(f"(CloudFormation unreadable: {e})")
+    sig = aws_client.optional_call(
+        aws_client.client(sess, "cloudformation", region), "describe_stack_events",
+        instead="the diagnosis shows EKS health and Auto Scaling activities only", default={}, StackName=stack,
+    )  # fmt: skip
+    if not sig.available:
+        if "does not exist" not in sig.failure.message:
+            out.append(f"(CloudFormation {stack}: {sig.line()})")
+        return out
+    failed = [x for x in sig.value.get("StackEvents", []) if str(x.get("ResourceStatus", "")).endswith("FAILED")]
+    for e in failed[:limit]:
+        out.append(
+            f"CloudFormation {stack} {e.get('LogicalResourceId')} {e.get('ResourceStatus')}: "
+            f"{e.get('ResourceStatusReason', '')}"
+        )
     return out
 
 
@@ -511,6 +512,7 @@ def _plan_or_up(ctx: AwsContext, res: AwsClusterResult, *, execute: bool, assume
     res.configs[CLUSTER_CFG] = inputs.cluster_text
     decision = decide_actions(s, observed, azs=azs, cluster_file=inputs.cluster_file, gpu_file=inputs.gpu_file)
     _take_decision(ctx, res, decision)
+    storage.plan_into(res, s, ctx.sess, ctx.ident, c)  # the checkpoint bucket and the pods' role: read, not made
     if not execute or res.problems:
         if not execute:
             res.notes.append("plan: nothing was created; run `up` to do the actions above")
@@ -525,6 +527,8 @@ def _plan_or_up(ctx: AwsContext, res: AwsClusterResult, *, execute: bool, assume
     res.actions = done
     # the real state, whatever happened
     res.cluster_status = ctx.cluster_status()
+    if res.cluster_status == "ACTIVE" and not res.problems:
+        storage.up_into(res, s, ctx.sess, ctx.ident, ctx.cluster(), assume_yes=assume_yes)
     res.nodegroups = read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
     gpu = res.nodegroup(s.aws.gpu_nodegroup_name)
     problem = drift(s, gpu, res.gpu_az) if gpu and not res.problems else None
@@ -982,6 +986,8 @@ class AwsTeardownResult:
             title="teardown (reverse order)",
             max_width=90,
         )
+        if self.parts.get("storage") is not None:
+            storage.show_kept(self.parts["storage"].kept)
         c = self.parts.get("cluster")
         if c is not None:
             print("left in the account: " + ("nothing" if not c.remaining else ""))
@@ -1027,9 +1033,13 @@ def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bo
     ctx = AwsContext(settings)
     parts: dict[str, Any] = {}
     k8s_rows = [] if nodegroup_only else _kubernetes_teardown(settings, ctx.cluster(), rows, parts)
+    if not nodegroup_only:  # the pods' role and association, the tutorial's bucket (before the cluster)
+        parts["storage"] = storage.teardown(settings, ctx.sess, ctx.ident, ctx.cluster())
     res = delete(settings, assume_yes=True, nodegroup_only=nodegroup_only, context=ctx)
     parts["cluster"] = res
-    return AwsTeardownResult(_summary(settings, res, rows, k8s_rows, nodegroup_only=nodegroup_only), parts=parts)
+    steps = _summary(settings, res, rows, k8s_rows, nodegroup_only=nodegroup_only)
+    steps[len(k8s_rows) : len(k8s_rows)] = parts["storage"].rows if "storage" in parts else []
+    return AwsTeardownResult(steps, parts=parts)
 
 
 def _refusal(settings: Settings, nodegroup_only: bool) -> str:

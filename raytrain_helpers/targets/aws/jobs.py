@@ -7,6 +7,7 @@ from typing import Any
 
 from ...core.config import ConfigError, Settings
 from ..base import JobDefaults
+from . import storage
 
 
 def where(settings: Settings) -> str:
@@ -18,13 +19,21 @@ def where(settings: Settings) -> str:
 def job_defaults(settings: Settings) -> JobDefaults:
     """The driver decides GPU or not from the cluster (GPU nodes: NCCL; a CPU-only cluster: gloo, which then
     fails notebook 06's transport audit instead of failing to schedule); checkpoints go to storage every worker
-    pod reaches (``train.storage_path``, required here)."""
-    if not settings.train.storage_path:
+    pod reaches: ``train.storage_path``, or else the bucket and prefix step 02 prepared)."""
+    path = settings.train.storage_path
+    if not path:
+        rec = storage.load_record(settings)
+        path = f"s3://{rec['bucket']}/{rec['prefix']}" if rec and rec.get("bucket") else ""
+    if not path:
         raise ConfigError(
-            "train.storage_path is empty but the aws target needs storage every worker pod can "
-            "reach for checkpoints. Fix: storage_path: s3://YOUR-BUCKET/raytrain"
+            "train.storage_path is empty and step 02 has not prepared the checkpoint bucket for this cluster, but "
+            "the aws target needs storage every worker pod can reach. Fix: run 02_cluster (it creates the bucket), "
+            "or set storage_path: s3://YOUR-BUCKET/raytrain"
         )
-    return JobDefaults(use_gpu="auto", storage_path=settings.train.storage_path, env={})
+    # the Ray Train DLC image's interpreter, the one its raylets run
+    # the workers download a hub model_id into their cache volume (HF_HOME); HF_TOKEN comes from a Secret
+    online = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"}
+    return JobDefaults(use_gpu="auto", storage_path=path, env=online, python="python")
 
 
 def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ from ...plan.raycluster import (
     spec_diff,
 )
 from ..base import KubeRayResult
+from . import storage
 
 CRD_API = "apiextensions.k8s.io/v1"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
@@ -427,6 +428,7 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
             "KubeRay operator not ready", diagnosis=diagnose_operator(run.client, dep), install_method=method
         )
     kube.apply(run.client, render_namespace(run.settings))
+    kube.apply(run.client, storage.service_account(run.settings))  # the pods' identity (checkpoint storage)
     kube.apply(run.client, run.obj)
     run.log(f"applied RayCluster {run.where} (server-side apply, field manager {kube.FIELD_MANAGER})")
     # a plugin can disappear between notebook 03 and now: fail fast rather than wait on Pending pods
@@ -831,6 +833,9 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
     kube.delete(client, RAY_API, "RayJob", f"{name}-job", namespace)
     kube.delete(client, RAY_API, "RayCluster", name, namespace)
     kube.wait_for(lambda: (not cluster_pods(client, settings), None), timeout_s=timeout_s, interval_s=poll_s)
+    account = settings.kubernetes.service_account
+    if is_part_of_tutorial(kube.get(client, "v1", "ServiceAccount", account, namespace)):
+        kube.delete(client, "v1", "ServiceAccount", account, namespace)
     _uninstall_operator(client, log)
     for obj in reversed(render_operator(settings)):
         kube.delete(client, obj["apiVersion"], obj["kind"], name_of(obj), namespace_of(obj))

@@ -6,7 +6,9 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
   NoSuchResource and ``get_aws_default_service_quota`` is not implemented;
 * ``ec2:GetSpotPlacementScores`` and the capacity-reservation calls (Create/Describe/Cancel) are not
   implemented;
-* ``autoscaling:DescribeScalingActivities`` always answers an empty list.
+* ``autoscaling:DescribeScalingActivities`` always answers an empty list;
+* EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``) and EKS Pod Identity associations
+  (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented.
 
 :func:`install` adds those operations as methods of moto's response classes, backed by the in-memory
 state of :data:`FAKE` (quotas, scores, per-AZ spare capacity, reservations, scaling activities). Because
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import threading
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +57,10 @@ class FakeState:
     activities: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: regions where a call should fail with AccessDenied (e.g. "spot:us-west-2", "quotas:us-west-2")
     deny: set[str] = field(default_factory=set)
+    #: (region, cluster) -> add-on name -> add-on (API shape): EKS add-ons (eksctl's `addons:`)
+    addons: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: region -> association id -> EKS Pod Identity association (API shape)
+    associations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -65,6 +73,8 @@ class FakeState:
             self.reservations.clear()
             self.activities.clear()
             self.deny.clear()
+            self.addons.clear()
+            self.associations.clear()
             self.calls.clear()
 
     def all_reservations(self, region: str | None = None) -> list[dict[str, Any]]:
@@ -328,6 +338,160 @@ def _wrap_describe_scaling_activities(original):
     return describe_scaling_activities
 
 
+# --------------------------------------------------------------------------------------------
+# EKS: add-ons and Pod Identity associations (moto 5.2.1 has neither)
+# --------------------------------------------------------------------------------------------
+
+_EKS_PATH = re.compile(r"/clusters/([^/]+)/(addons|pod-identity-associations)(?:/([^/?]+))?")
+
+
+def _eks_target(self) -> tuple[str, str | None]:  # noqa: ANN001
+    """(cluster, item) from the request path; ResourceNotFoundException when moto has no such cluster."""
+    from moto.eks.exceptions import ResourceNotFoundException
+    from moto.eks.models import eks_backends
+
+    m = _EKS_PATH.search(urllib.parse.unquote(self.path))
+    cluster, item = m.group(1), m.group(3)
+    if cluster not in eks_backends[self.current_account][self.region].clusters:
+        raise ResourceNotFoundException(clusterName=cluster, message=f"No cluster found for name: {cluster}.")
+    return cluster, item
+
+
+def _eks_not_found(message: str):
+    from moto.eks.exceptions import ResourceNotFoundException
+
+    return ResourceNotFoundException(message=message)
+
+
+def _create_addon(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    cluster, _ = _eks_target(self)
+    name = self._get_param("addonName")
+    FAKE.calls.append(("CreateAddon", self.region))
+    addon = {"addonName": name, "clusterName": cluster, "status": "ACTIVE", "addonVersion": "v1.0.0-eksbuild.1"}
+    with FAKE.lock:
+        FAKE.addons.setdefault((self.region, cluster), {})[name] = addon
+    return ActionResult({"addon": addon})
+
+
+def _describe_addon(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    cluster, name = _eks_target(self)
+    with FAKE.lock:
+        addon = FAKE.addons.get((self.region, cluster), {}).get(name)
+    if addon is None:
+        raise _eks_not_found(f"No addon: {name} found in cluster: {cluster}")
+    return ActionResult({"addon": addon})
+
+
+def _list_addons(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    cluster, _ = _eks_target(self)
+    with FAKE.lock:
+        return ActionResult({"addons": sorted(FAKE.addons.get((self.region, cluster), {}))})
+
+
+def _association_summary(a: dict[str, Any]) -> dict[str, Any]:
+    keys = ("clusterName", "namespace", "serviceAccount", "associationArn", "associationId", "ownerArn")
+    return {k: a[k] for k in keys if k in a}
+
+
+def _create_pod_identity_association(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+    from moto.eks.exceptions import ResourceInUseException
+
+    cluster, _ = _eks_target(self)
+    FAKE.calls.append(("CreatePodIdentityAssociation", self.region))
+    ns, sa, role = self._get_param("namespace"), self._get_param("serviceAccount"), self._get_param("roleArn")
+    with FAKE.lock:
+        regional = FAKE.associations.setdefault(self.region, {})
+        if any((a["clusterName"], a["namespace"], a["serviceAccount"]) == (cluster, ns, sa) for a in regional.values()):
+            raise ResourceInUseException(message="Association already exists")
+        aid = "a-" + uuid.uuid4().hex[:17]
+        regional[aid] = {
+            "clusterName": cluster,
+            "namespace": ns,
+            "serviceAccount": sa,
+            "roleArn": role,
+            "associationArn": f"arn:aws:eks:{self.region}:{ACCOUNT}:podidentityassociation/{cluster}/{aid}",
+            "associationId": aid,
+            "tags": self._get_param("tags") or {},
+            "createdAt": _now(),
+            "modifiedAt": _now(),
+        }
+        return ActionResult({"association": dict(regional[aid])})
+
+
+def _list_pod_identity_associations(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    cluster, _ = _eks_target(self)
+    ns, sa = self._get_param("namespace"), self._get_param("serviceAccount")
+    with FAKE.lock:
+        found = [
+            _association_summary(a)
+            for a in FAKE.associations.get(self.region, {}).values()
+            if a["clusterName"] == cluster and ns in (None, a["namespace"]) and sa in (None, a["serviceAccount"])
+        ]
+    return ActionResult({"associations": found})
+
+
+def _association(self) -> dict[str, Any]:  # noqa: ANN001
+    cluster, aid = _eks_target(self)
+    a = FAKE.associations.get(self.region, {}).get(aid)
+    if a is None or a["clusterName"] != cluster:
+        raise _eks_not_found(f"Association {aid} not found")
+    return a
+
+
+def _describe_pod_identity_association(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    with FAKE.lock:
+        return ActionResult({"association": dict(_association(self))})
+
+
+def _update_pod_identity_association(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    FAKE.calls.append(("UpdatePodIdentityAssociation", self.region))
+    with FAKE.lock:
+        a = _association(self)
+        a["roleArn"] = self._get_param("roleArn") or a["roleArn"]
+        a["modifiedAt"] = _now()
+        return ActionResult({"association": dict(a)})
+
+
+def _delete_pod_identity_association(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    FAKE.calls.append(("DeletePodIdentityAssociation", self.region))
+    with FAKE.lock:
+        a = _association(self)
+        del FAKE.associations[self.region][a["associationId"]]
+        return ActionResult({"association": dict(a)})
+
+
+def _install_eks() -> None:
+    import moto.eks.urls as eks_urls
+    from moto.eks.responses import EKSResponse
+
+    EKSResponse.create_addon = _create_addon
+    EKSResponse.describe_addon = _describe_addon
+    EKSResponse.list_addons = _list_addons
+    EKSResponse.create_pod_identity_association = _create_pod_identity_association
+    EKSResponse.list_pod_identity_associations = _list_pod_identity_associations
+    EKSResponse.describe_pod_identity_association = _describe_pod_identity_association
+    EKSResponse.update_pod_identity_association = _update_pod_identity_association
+    EKSResponse.delete_pod_identity_association = _delete_pod_identity_association
+    for tail in ("addons", "pod-identity-associations"):
+        eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/" + tail + "$"] = eks_urls.response.dispatch
+        eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/" + tail + "/(?P<item>[^/]+)$"] = eks_urls.response.dispatch
+
+
 def install() -> None:
     """Patch moto's response classes once (idempotent)."""
     from moto.autoscaling.responses import AutoScalingResponse
@@ -345,6 +509,7 @@ def install() -> None:
     AutoScalingResponse.describe_scaling_activities = _wrap_describe_scaling_activities(
         AutoScalingResponse.describe_scaling_activities
     )
+    _install_eks()
     EC2Response._raytrain_fakes_installed = True
 
 

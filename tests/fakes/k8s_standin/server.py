@@ -11,7 +11,8 @@ against it:
 * the ``exec`` and ``portforward`` pod subresources over a real websocket (``v4.channel.k8s.io``):
   exec answers from a small command table (``fi_info -p efa`` by the pod's EFA request, ``cat`` of the
   files given with ``files=`` for every pod or ``pod_files=`` per node/pod, the worker-log listing loop of
-  ``nccl.collect_pod_logs`` over those files, ``hostname``, ``echo``, ``exit N``); port-forward relays to a
+  ``nccl.collect_pod_logs`` over those files, ``hostname``, ``echo``, ``exit N``, and ``python3 -c PROGRAM``
+  run for real in this process's environment); port-forward relays to a
   real TCP upstream (by default a fake Ray dashboard that answers ``/api/version``;
   ``dashboard_upstream="127.0.0.1:8266"`` relays to a real local Ray cluster instead);
 * bearer-token auth (401 without it).
@@ -1022,12 +1023,30 @@ class Cluster:
             out.update(pf.get(pod["metadata"]["name"], {}))
         return out
 
+    def run_python(self, pod: dict, program: str, args: list[str]) -> tuple[str, str, int]:
+        """``python3 -c PROGRAM ARGS...``: run for real on this machine, in this process's environment (e.g. a
+        moto server's ``AWS_ENDPOINT_URL`` and fake credentials) with the container's literal env on top."""
+        import subprocess
+
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+        env = dict(os.environ)
+        env.update({e["name"]: e["value"] for e in container.get("env") or [] if "value" in e})
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", program, *args], env=env, capture_output=True, text=True, timeout=60
+            )
+        except subprocess.TimeoutExpired:
+            return "", "python3: timed out\n", 124
+        return done.stdout, done.stderr, done.returncode
+
     def run_exec(self, pod: dict, argv: list[str]) -> tuple[str, str, int]:
         self.exec_log.append((pod["metadata"]["name"], list(argv)))
         if self.o["exec_handler"]:
             res = self.o["exec_handler"](copy.deepcopy(pod), list(argv))
             if res is not None:
                 return res
+        if argv[:2] in (["python3", "-c"], ["python", "-c"]) and len(argv) > 2:
+            return self.run_python(pod, argv[2], argv[3:])
         cmd = (
             argv[2]
             if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"], ["/bin/bash", "-c"]) and len(argv) > 2

@@ -78,7 +78,12 @@ def test_plan_renders_configs_and_creates_nothing(srv, tmp_path, capsys):
     assert eks().list_clusters()["clusters"] == []
     assert [v for v in ec2().describe_vpcs()["Vpcs"] if not v.get("IsDefault")] == []
     assert not (tmp_path / "runs" / "tutorial" / "eksctl").exists()
-    assert len(res.actions) == 2 and "create EKS cluster" in res.actions[0] and "us-west-2b" in res.actions[1]
+    assert len(res.actions) == 5 and "create EKS cluster" in res.actions[0] and "us-west-2b" in res.actions[1]
+    assert [a.split(" ")[:3] for a in res.actions[2:]] == [
+        ["create", "S3", "bucket"],
+        ["create", "IAM", "role"],
+        ["associate", "raytrain-tutorial-ray-train-raytrain-s3", "with"],
+    ]
     c = yaml.safe_load(res.configs[aws_cluster.CLUSTER_CFG])
     assert c["apiVersion"] == "eksctl.io/v1alpha5" and c["kind"] == "ClusterConfig"
     assert c["metadata"] == {"name": NAME, "region": R, "version": "1.33", "tags": {"raytrain-tutorial": "tutorial"}}
@@ -86,7 +91,7 @@ def test_plan_renders_configs_and_creates_nothing(srv, tmp_path, capsys):
     offering = common.offering_azs(ec2(), "g6.12xlarge")
     assert set(c["availabilityZones"]) <= set(offering)
     assert c["iam"]["withOIDC"] is True and c["vpc"]["nat"]["gateway"] == "Single"
-    assert {a["name"] for a in c["addons"]} == {"vpc-cni", "coredns", "kube-proxy"}
+    assert {a["name"] for a in c["addons"]} == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
     (sys_ng,) = c["managedNodeGroups"]
     assert sys_ng["labels"] == {"role": "system"} and sys_ng["instanceType"] == "m7i.xlarge"
     assert sys_ng["privateNetworking"] is True and sys_ng["desiredCapacity"] == 1

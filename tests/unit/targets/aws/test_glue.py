@@ -155,11 +155,13 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
         n = len(srv.eksctl_calls())
         r = aws.teardown(s, assume_yes=True)
         assert r.ok, r.steps
-        assert [state for _, state, _ in r.steps] == [True] * 5
+        assert [state for _, state, _ in r.steps] == [True] * 7
         assert [w.split(" (")[0].split(",")[0] for w, _, _ in r.steps] == [
             "RayCluster ray-train/raytrain and its pods",
             "KubeRay operator",
             "device plugins",
+            "storage role raytrain-tutorial-ray-train-raytrain-s3 and its pod identity association",
+            "S3 checkpoint bucket raytrain-tutorial-123456789012-us-west-2",
             "GPU node group 'gpu-efa'",
             "EKS cluster raytrain-tutorial",
         ]

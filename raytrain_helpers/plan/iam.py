@@ -1,0 +1,239 @@
+"""The run's checkpoint storage and the pods' identity, computed: where the checkpoints go (bucket and prefix),
+the storage role's name, its trust and permission policies (rendered from ``manifests/iam-*.json.j2``), the
+ServiceAccount that carries it, and a least-privilege check of any policy document.
+
+Pure: nothing here talks to AWS or Kubernetes; ``targets.aws.storage`` creates what is computed here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.config import BUCKET_RE, ConfigError, Settings
+from .render import render_objects, render_template
+
+#: The prefix under the bucket when ``train.storage_path`` does not name one.
+DEFAULT_PREFIX = "raytrain"
+#: The name of the storage role's inline permission policy.
+POLICY_NAME = "raytrain-storage"
+#: The only actions the storage role may hold (ListBucket on the bucket, the others on the prefix's objects).
+LIST_ACTIONS = ("s3:ListBucket",)
+OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+#: The EKS add-on that makes Pod Identity work (installed by step 02's ClusterConfig).
+POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+MODES = ("pod-identity", "irsa")
+_ROLE_MAX = 64
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """Where the run's checkpoints go: ``s3://bucket/prefix``; ``derived``: the bucket name was computed."""
+
+    bucket: str
+    prefix: str
+    derived: bool = False
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def bucket_arn(self) -> str:
+        return f"arn:aws:s3:::{self.bucket}"
+
+    @property
+    def objects_arn(self) -> str:
+        return f"arn:aws:s3:::{self.bucket}/{self.prefix}/*"
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix/`` -> (``bucket``, ``some/prefix``); ConfigError naming the setting otherwise."""
+    m = re.match(r"^s3://([^/]+)/?(.*)$", uri or "")
+    if not m:
+        raise ConfigError(
+            f"train.storage_path = {uri!r} is not an S3 URI. Fix: s3://BUCKET/PREFIX, or leave it empty on aws "
+            f"(step 02 then creates a bucket of its own)"
+        )
+    bucket, prefix = m.group(1), m.group(2).strip("/")
+    if not BUCKET_RE.match(bucket) or ".." in bucket:
+        raise ConfigError(
+            f"train.storage_path = {uri!r}: {bucket!r} is not a valid S3 bucket name (3-63 lower-case letters, "
+            f"digits, '-' and '.'). Fix: correct the bucket name"
+        )
+    if any(c in prefix for c in "*?[]") or "//" in prefix:
+        raise ConfigError(f"train.storage_path = {uri!r}: the prefix may not hold wildcards or '//'. Fix: a plain path")
+    return bucket, prefix
+
+
+def derived_bucket_name(cluster_name: str, account: str, region: str) -> str:
+    """``<cluster>-<account>-<region>``, lower-case, the cluster part cut so that the name stays within 63."""
+    tail = f"-{account}-{region}"
+    head = re.sub(r"[^a-z0-9-]", "-", cluster_name.lower())[: 63 - len(tail)].strip("-") or "raytrain"
+    return head + tail
+
+
+def storage_location(settings: Settings, account: str) -> StorageLocation:
+    """The run's storage: the bucket of ``aws.storage_bucket``, else of ``train.storage_path``, else derived;
+    the prefix of ``train.storage_path``, else :data:`DEFAULT_PREFIX`."""
+    a, path = settings.aws, settings.train.storage_path
+    bucket, prefix = parse_s3_uri(path) if path.startswith("s3://") else ("", "")
+    if path and not path.startswith("s3://"):
+        raise ConfigError(
+            f"train.storage_path = {path!r} is not reachable from the worker pods on aws. Fix: s3://BUCKET/PREFIX, "
+            f"or leave it empty (step 02 creates a bucket)"
+        )
+    if a.storage_bucket and bucket and a.storage_bucket != bucket:
+        raise ConfigError(
+            f"aws.storage_bucket = {a.storage_bucket!r} but train.storage_path names bucket {bucket!r}. Fix: "
+            f"make them the same, or leave one empty"
+        )
+    name = a.storage_bucket or bucket
+    return StorageLocation(
+        bucket=name or derived_bucket_name(a.cluster_name, account, a.region),
+        prefix=prefix or DEFAULT_PREFIX,
+        derived=not name,
+    )
+
+
+def role_name(settings: Settings) -> str:
+    """The storage role: ``<cluster>-<namespace>-<service account>-s3``, at most 64 characters (hashed when
+    longer, so two clusters never share one)."""
+    a, k = settings.aws, settings.kubernetes
+    name = f"{a.cluster_name}-{k.namespace}-{k.service_account}-s3"
+    if len(name) <= _ROLE_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _ROLE_MAX - 9].rstrip('-')}-{digest}"
+
+
+def _json(template: str, settings: Settings, **values: Any) -> dict[str, Any]:
+    return json.loads(render_template(template, settings, **values))
+
+
+def permission_policy(settings: Settings, loc: StorageLocation) -> dict[str, Any]:
+    """The storage role's inline policy (``manifests/iam-storage-policy.json.j2``)."""
+    return _json("iam-storage-policy.json.j2", settings, bucket=loc.bucket, prefix=loc.prefix)
+
+
+def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str = "") -> dict[str, Any]:
+    """Who may assume the storage role: EKS Pod Identity, or (``irsa``) this service account's OIDC tokens."""
+    if mode == "pod-identity":
+        return _json("iam-trust-pod-identity.json.j2", settings, account=account, cluster=settings.aws.cluster_name)
+    if mode != "irsa":
+        raise ValueError(f"mode must be one of {MODES}")
+    issuer = re.sub(r"^https://", "", oidc_issuer or "")
+    if not issuer:
+        raise ConfigError(
+            f"aws.pod_identity = irsa but cluster {settings.aws.cluster_name} has no OIDC issuer. Fix: "
+            f"`eksctl utils associate-iam-oidc-provider --cluster {settings.aws.cluster_name} --approve`, or "
+            f"pod_identity: pod-identity"
+        )
+    k = settings.kubernetes
+    return _json(
+        "iam-trust-irsa.json.j2",
+        settings,
+        account=account,
+        issuer=issuer,
+        namespace=k.namespace,
+        service_account=k.service_account,
+    )
+
+
+def render_service_account(settings: Settings, irsa_role_arn: str = "") -> dict[str, Any]:
+    """The pods' ServiceAccount; ``irsa_role_arn``: the IRSA annotation (empty under Pod Identity)."""
+    (obj,) = render_objects("serviceaccount.yaml.j2", settings, irsa_role_arn=irsa_role_arn)
+    return obj
+
+
+def policies_text(settings: Settings, account: str = "ACCOUNT", oidc_issuer: str = "") -> str:
+    """The storage role's policies as step 02 renders them, for reading before anything exists: the account id
+    (and, for IRSA, the cluster's OIDC issuer) shown as placeholders unless given."""
+    path = settings.train.storage_path
+    if path and not path.startswith("s3://"):  # a local target's folder: show what aws would derive
+        settings = settings.model_copy(update={"train": settings.train.model_copy(update={"storage_path": ""})})
+    loc = storage_location(settings, account)
+    mode = "irsa" if settings.aws.pod_identity == "irsa" else "pod-identity"
+    issuer = oidc_issuer or "oidc.eks.REGION.amazonaws.com/id/CLUSTER-ID"
+    parts = [
+        f"# checkpoint storage: {loc.uri}"
+        + (" (bucket name derived from cluster, account and region)" if loc.derived else ""),
+        f"# storage role {role_name(settings)}: trust policy ({mode}; manifests/iam-trust-{mode}.json.j2)",
+        json.dumps(trust_policy(settings, mode, account, issuer), indent=2),
+        f"# storage role {role_name(settings)}: permission policy (manifests/iam-storage-policy.json.j2)",
+        json.dumps(permission_policy(settings, loc), indent=2),
+    ]
+    return "\n".join(parts)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def policy_problems(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
+    """Everything in a permission policy beyond least privilege on ``loc`` ([] = none): a wildcard or an action
+    outside the allowed ones, a resource outside the bucket/prefix, ListBucket without the prefix condition,
+    NotAction/NotResource, or a Deny-less policy that misses an action the job needs."""
+    problems: list[str] = []
+    granted: set[str] = set()
+    for i, st in enumerate(doc.get("Statement") or []):
+        where = f"statement {st.get('Sid') or i}"
+        for key in ("NotAction", "NotResource", "NotPrincipal"):
+            if key in st:
+                problems.append(f"{where}: {key} grants everything else")
+        if st.get("Effect") != "Allow":
+            continue
+        actions = [str(x) for x in _as_list(st.get("Action") or [])]
+        resources = [str(x) for x in _as_list(st.get("Resource") or [])]
+        for action in actions:
+            if "*" in action or "?" in action:
+                problems.append(f"{where}: wildcard action {action!r}")
+            elif action in LIST_ACTIONS:
+                problems += _list_problems(where, resources, st.get("Condition") or {}, loc)
+            elif action in OBJECT_ACTIONS:
+                problems += [
+                    f"{where}: {action} on {r!r}, outside {loc.objects_arn}" for r in resources if r != loc.objects_arn
+                ]
+            else:
+                problems.append(f"{where}: action {action!r} is not needed for checkpoints")
+            granted.add(action)
+    missing = [a for a in (*LIST_ACTIONS, *OBJECT_ACTIONS) if a not in granted]
+    if missing:
+        problems.append(f"missing {', '.join(missing)} (the job needs them on {loc.uri})")
+    return problems
+
+
+def _list_problems(where: str, resources: list[str], condition: dict[str, Any], loc: StorageLocation) -> list[str]:
+    out = [
+        f"{where}: s3:ListBucket on {r!r}, not the bucket {loc.bucket_arn}" for r in resources if r != loc.bucket_arn
+    ]
+    prefixes = [str(p) for p in _as_list((condition.get("StringLike") or {}).get("s3:prefix") or [])]
+    prefixes += [str(p) for p in _as_list((condition.get("StringEquals") or {}).get("s3:prefix") or [])]
+    allowed = {loc.prefix, f"{loc.prefix}/*", f"{loc.prefix}/"}
+    if not prefixes:
+        out.append(f"{where}: s3:ListBucket without an s3:prefix condition lists the whole bucket")
+    out += [f"{where}: s3:ListBucket on prefix {p!r}, outside {loc.prefix}/" for p in prefixes if p not in allowed]
+    return out
+
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "LIST_ACTIONS",
+    "MODES",
+    "OBJECT_ACTIONS",
+    "POD_IDENTITY_ADDON",
+    "POLICY_NAME",
+    "StorageLocation",
+    "derived_bucket_name",
+    "parse_s3_uri",
+    "permission_policy",
+    "policies_text",
+    "policy_problems",
+    "render_service_account",
+    "role_name",
+    "storage_location",
+    "trust_policy",
+]
