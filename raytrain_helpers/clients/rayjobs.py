@@ -2,23 +2,38 @@
 
 The job's driver prints ``RAYTRAIN_RESULT {json}`` and rank 0 prints ``RAYTRAIN_SUMMARY {json}``; every step
 prints ``[train] step k/N loss=...``. :class:`JobRun` is one job as the notebooks see it, parsed from its logs.
+
+:func:`follow` streams the job's log with Ray's own tailing (``JobSubmissionClient.tail_job_logs``, a websocket
+the dashboard closes when the job ends), run on a thread of its own so that it also works inside a notebook kernel
+whose event loop is already running. What the learner sees is :func:`filter_log`'s selection of it (the steps,
+each rank's throughput, checkpoints, errors; once each); every line goes to the full log file.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import os
+import queue
 import re
-import sys
+import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.constants import RESULT_PREFIX, SUMMARY_PREFIX
 from ..core.tables import table
 
 STEP_RE = re.compile(r"\[train\] step (\d+)/(\d+) loss=([-\d.eEnaif+]+) step_time=([\d.]+)s tokens/s=(\d+)")
+#: One step line, leniently: ``[train] step k/N`` then ``key=value`` pairs in any order (``eval_loss`` is optional).
+STEP_LINE_RE = re.compile(r"\[train\] step (\d+)/(\d+)((?:\s+[\w/]+=\S+)*)")
+_PAIR_RE = re.compile(r"([\w/]+)=(\S+)")
+#: Step line keys as they are printed -> the metric names ``progress.update`` receives.
+STEP_KEYS = {"loss": "loss", "step_time": "step_time_s", "tokens/s": "tokens_per_s", "eval_loss": "eval_loss"}
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 #: The job metadata key that ties a submission to its run (a re-run attaches to a running job of the same run).
 RUN_KEY = "raytrain_run"
@@ -84,11 +99,20 @@ class JobRun:
     def ranks(self) -> list[dict[str, Any]]:
         return self.metrics.get("ranks", []) or []
 
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        """The worker groups this job started (see :func:`parse_attempts`): more than one after a restart."""
+        return parse_attempts(self.logs)
+
     def show(self) -> None:
         m = self.metrics
         print(f"job {self.submission_id}: {self.status}" + (" (attached to a running job)" if self.attached else ""))
         if self.result.get("error"):
             print(f"  error: {self.result['error']}")
+        restarts = self.attempts[1:]
+        if restarts:
+            froms = ", ".join(str(a["resumed_from"] or 0) for a in restarts)
+            print(f"  worker group restarted: resumed after {len(restarts)} failure(s) from step {froms}")
         if m:
             start = m.get("start_step", 0)
             print(
@@ -157,67 +181,339 @@ def parse_summary(logs: str) -> dict[str, Any]:
     return _last_json(logs, SUMMARY_PREFIX)
 
 
+def parse_step_line(line: str) -> dict[str, float] | None:
+    """One ``[train] step k/N key=value ...`` line as step, steps, loss, step_time_s, tokens_per_s (and eval_loss
+    when the line has it); None for any other line."""
+    m = STEP_LINE_RE.search(line)
+    if not m:
+        return None
+    out: dict[str, float] = dict(step=int(m.group(1)), steps=int(m.group(2)))
+    for key, raw in _PAIR_RE.findall(m.group(3)):
+        name = STEP_KEYS.get(key)
+        if name is None:
+            continue
+        try:
+            out[name] = float(raw.rstrip("s")) if key == "step_time" else float(raw)
+        except ValueError:
+            continue
+    return out if "loss" in out else None
+
+
 def parse_steps(logs: str) -> list[dict[str, float]]:
-    """Every ``[train] step`` line: step, steps, loss, step_time_s, tokens_per_s."""
-    return [
-        dict(
-            step=int(m.group(1)),
-            steps=int(m.group(2)),
-            loss=float(m.group(3)),
-            step_time_s=float(m.group(4)),
-            tokens_per_s=float(m.group(5)),
-        )
-        for m in STEP_RE.finditer(logs)
-    ]
+    """Every ``[train] step`` line: step, steps, loss, step_time_s, tokens_per_s (eval_loss when present)."""
+    return [s for s in (parse_step_line(line) for line in logs.splitlines()) if s is not None]
 
 
-def follow(jobs_client, sid: str, *, timeout_s: float, quiet: bool, progress: bool, total: int | None) -> JobRun:
-    """Stream the job's log to stdout (and a step progress bar to stderr) until it ends or ``timeout_s`` passes."""
-    from tqdm import tqdm
+_MARKER_RE = re.compile(r"\[raytrain\] marker=(\S+) rank=(\d+)/(\d+) .*?pid=(\d+)")
+_RESUMED_RE = re.compile(r"\[train\] resumed from checkpoint at step (\d+)")
 
-    t0 = time.time()
-    bar = (
-        tqdm(
-            total=total,
-            desc="train steps",
-            unit="step",
-            file=sys.stderr,
-            disable=not progress,
-            dynamic_ncols=False,
-            ncols=90,
-        )
-        if progress
-        else None
-    )
-    seen, last_step, logs, status = 0, 0, "", "PENDING"
+
+def parse_attempts(logs: str) -> list[dict[str, Any]]:
+    """The worker groups one job started, in order: rank 0's pid, the world size, the step it resumed from (None
+    when it started from scratch) and the steps it printed. More than one means Ray Train restarted the group after
+    a failure (``train.max_failures``); a log line printed twice by Ray is counted once."""
+    attempts: list[dict[str, Any]] = []
+    pids: set[str] = set()
+    for line in logs.splitlines():
+        m = _MARKER_RE.search(line)
+        if m and m.group(2) == "0" and m.group(4) not in pids:
+            pids.add(m.group(4))
+            attempts.append(dict(pid=int(m.group(4)), world_size=int(m.group(3)), resumed_from=None, steps=[]))
+            continue
+        if not attempts:
+            continue
+        r = _RESUMED_RE.search(line)
+        if r:
+            attempts[-1]["resumed_from"] = int(r.group(1))
+            continue
+        st = parse_step_line(line)
+        if st is not None and st["step"] not in attempts[-1]["steps"]:
+            attempts[-1]["steps"].append(st["step"])
+    return attempts
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What the learner sees of the job's log
+# --------------------------------------------------------------------------------------------------------------
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Ray's prefix on a line an actor printed: ``(RayTrainWorker pid=123)`` or ``(RayTrainWorker pid=123, ip=...)``.
+_ACTOR_RE = re.compile(r"^\((?P<actor>[\w.]+) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s?")
+#: Lines the learner reads: the job's own lines and Ray Train's decisions about failures.
+_KEEP_RE = re.compile(
+    r"^\[(train|driver)\] "
+    r"|Traceback \(most recent call last\)|^\w*(Error|Exception)\b|\bError: "
+    r"|\bNCCL WARN\b|\bworker group\b.*\b(fail|restart|error)|[Dd]eciding to (RESTART|RAISE)"
+    r"|\[FailurePolicy\] \w+|Error count: \d+"
+    r"|\bhas died\b|\bnode .* (died|dead|was terminated)",
+)
+#: How many recent visible lines a repeated line is looked for in (Ray prints some worker lines twice, close by).
+DEDUP_WINDOW = 64
+
+
+def visible_line(raw: str) -> str | None:
+    """The line as the learner sees it (colours and, for the job's own lines, Ray's actor prefix removed), or None.
+
+    A whitelist: the job's own ``[train]``/``[driver]`` lines, errors and tracebacks, NCCL warnings, and Ray Train's
+    words on failed or restarted workers and dead nodes. Everything else is noise the learner cannot act on: Ray
+    Train's per-report echo, the summary/result JSON, package uploads, the PreemptionWatcher warning, Ray's
+    start-up chatter."""
+    line = _ANSI_RE.sub("", raw).rstrip("\r\n")
+    if not line.strip():
+        return None
+    body = _ACTOR_RE.sub("", line, count=1)
+    if not _KEEP_RE.search(body):
+        return None
+    return body if body.startswith(("[train] ", "[driver] ")) else line
+
+
+def filter_log(lines: Iterable[str], recent: tuple[str, ...] = ()) -> tuple[list[str], tuple[str, ...]]:
+    """Pure: the lines the learner sees, and the window of recent visible lines to pass to the next call.
+
+    A line is shown once: a repetition of one of the last ``DEDUP_WINDOW`` visible lines (same actor and pid, same
+    text) is dropped, so a step of a restarted worker group (another pid) is shown again."""
+    shown: list[str] = []
+    window = list(recent)
+    for raw in lines:
+        text = visible_line(raw)
+        if text is None:
+            continue
+        key = _ANSI_RE.sub("", raw).strip()
+        if key in window:
+            continue
+        window.append(key)
+        shown.append(text)
+    return shown, tuple(window[-DEDUP_WINDOW:])
+
+
+class LogView:
+    """:func:`filter_log` over a stream of chunks that may cut lines anywhere."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+        self._recent: tuple[str, ...] = ()
+
+    def feed(self, chunk: str, *, final: bool = False) -> list[str]:
+        text = self._partial + chunk
+        lines = text.split("\n")
+        self._partial = "" if final else lines.pop()
+        shown, self._recent = filter_log(lines, self._recent)
+        return shown
+
+
+class Progress(Protocol):
+    """What ``steps.train.submit(progress=...)`` accepts: ``update`` gets each step's metrics (step, steps, loss,
+    step_time_s, tokens_per_s, and eval_loss when the step has it), ``close`` is called once when the job ends."""
+
+    def update(self, metrics: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: Ray's client-side loggers whose INFO lines (package upload, websocket closed) mean nothing to the learner.
+CLIENT_LOGGERS = (
+    "ray.dashboard.modules.dashboard_sdk",
+    "ray._private.runtime_env.packaging",
+    "ray.dashboard.modules.job.sdk",
+)
+
+
+@contextlib.contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """Ray's client-side INFO chatter off while submitting and following (its warnings and errors still show)."""
+    saved = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}
+    for name in CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        while True:
-            status = status_of(jobs_client, sid)
-            logs = jobs_client.get_job_logs(sid)
-            new, seen = logs[seen:], len(logs)
-            if new and not quiet:
-                sys.stdout.write(new if new.endswith("\n") else new + "\n")
-                sys.stdout.flush()
-            if bar is not None:
-                last_step = _advance(bar, parse_steps(new), last_step)
-            if status in TERMINAL:
-                break
-            if time.time() - t0 > timeout_s:
-                jobs_client.stop_job(sid)
-                status = "STOPPED"
-                break
-            time.sleep(1.0)
+        yield
     finally:
-        if bar is not None:
-            bar.close()
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Following a job
+# --------------------------------------------------------------------------------------------------------------
+
+
+class JobFollowError(RuntimeError):
+    """The job's log stream could not be followed (the Jobs API went away and did not come back)."""
+
+
+class JobStatusError(RuntimeError):
+    """The cluster could not say what a job's status is: Jobs API unreachable, or the job unknown to it."""
+
+
+_CHUNK, _END, _ERROR = "chunk", "end", "error"
+
+
+class LogTail:
+    """``JobSubmissionClient.tail_job_logs`` (an async generator) pumped on a thread with its own event loop, into a
+    queue the caller reads. A thread, not the caller's loop: a notebook kernel's loop is already running."""
+
+    def __init__(self, jobs_client, sid: str):
+        self.client, self.sid = jobs_client, sid
+        self.queue: queue.Queue = queue.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"tail-{sid}", daemon=True)
+
+    def start(self) -> LogTail:
+        self.thread.start()
+        self._ready.wait(10)
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            self._task = loop.create_task(self._pump())
+            self._ready.set()
+            loop.run_until_complete(self._task)
+            self.queue.put((_END, None))
+        except asyncio.CancelledError:
+            self.queue.put((_END, None))
+        except Exception as e:  # noqa: BLE001 - handed to the reader, which decides
+            self.queue.put((_ERROR, e))
+        finally:
+            self._ready.set()
+            loop.close()
+
+    async def _pump(self) -> None:
+        async for chunk in self.client.tail_job_logs(self.sid):
+            self.queue.put((_CHUNK, chunk))
+
+    def stop(self) -> None:
+        """Cancel the stream (the job itself goes on)."""
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        self.thread.join(5)
+
+
+@dataclass
+class _Follow:
+    """The state of one :func:`follow`: what was received, shown and written."""
+
+    jobs_client: Any
+    sid: str
+    quiet: bool
+    progress: Any
+    log_file: Any
+    deadline: float | None
+    timeout_s: float
+    view: LogView = field(default_factory=LogView)
+    received: int = 0
+    stopped: bool = False
+
+    def take(self, chunk: str, skip: int, got: int) -> int:
+        """Handle a chunk of a (re)connected stream whose first ``skip`` characters were handled before."""
+        new = chunk[max(0, skip - got) :] if got < skip else chunk
+        got += len(chunk)
+        if not new:
+            return got
+        self.received += len(new)
+        if self.log_file is not None:
+            self.log_file.write(new)
+            self.log_file.flush()
+        self.show(self.view.feed(new))
+        return got
+
+    def show(self, lines: list[str]) -> None:
+        for line in lines:
+            metrics = parse_step_line(line) if self.progress is not None else None
+            if metrics is not None:
+                self.progress.update(metrics)
+            elif not self.quiet:
+                print(line, flush=True)
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and not self.stopped and time.time() > self.deadline:
+            self.jobs_client.stop_job(self.sid)
+            self.stopped = True
+            if not self.quiet:
+                print(f"stopping {self.sid}: it ran past train.job_timeout_s = {self.timeout_s:g} s", flush=True)
+
+    def stream_once(self) -> tuple[str, Any]:
+        """One connection of Ray's log tail, read to its end; returns how it ended."""
+        tail = LogTail(self.jobs_client, self.sid).start()
+        skip, got = self.received, 0
+        try:
+            while True:
+                try:
+                    kind, item = tail.queue.get(timeout=1.0)
+                except queue.Empty:
+                    self.check_deadline()
+                    if not tail.thread.is_alive() and tail.queue.empty():
+                        return _ERROR, RuntimeError("the log tail's thread ended without a word")
+                    continue
+                if kind != _CHUNK:
+                    return kind, item
+                got = self.take(item, skip, got)
+                self.check_deadline()
+        finally:
+            tail.stop()
+
+
+#: Reconnections of the log stream in a row that bring nothing new before :func:`follow` gives up.
+MAX_RECONNECTS = 20
+
+
+def follow(
+    jobs_client,
+    sid: str,
+    *,
+    timeout_s: float = 0,
+    quiet: bool = False,
+    progress: Progress | None = None,
+    log_path: Path | None = None,
+) -> JobRun:
+    """Follow a job to its end with Ray's log tailing, showing the learner :func:`filter_log`'s lines.
+
+    Step lines go to ``progress.update`` when a progress object is given (printed otherwise); every line received
+    is written to ``log_path`` as it arrives, and the whole log, fetched once at the end, replaces it. A job still
+    running after ``timeout_s`` seconds (0 = no limit) is stopped. Interrupting this call leaves the job running."""
+    t0 = time.time()
+    log_file = open(log_path, "w") if log_path is not None else None  # noqa: SIM115 - closed below
+    state = _Follow(jobs_client, sid, quiet, progress, log_file, t0 + timeout_s if timeout_s else None, timeout_s)
+    if log_path is not None and not quiet:
+        print(f"full log (every line, unfiltered): {log_path}", flush=True)
+    try:
+        with quiet_client_logs():
+            status = _stream_to_end(state)
+            state.show(state.view.feed("", final=True))
+            logs = jobs_client.get_job_logs(sid)
+    finally:
+        if log_file is not None:
+            log_file.close()
+        if progress is not None:
+            progress.close()
+    if log_path is not None:
+        Path(log_path).write_text(logs)
     return JobRun(sid, status, logs=logs, result=parse_result(logs), steps=parse_steps(logs), wall_s=time.time() - t0)
 
 
-def _advance(bar, steps: list[dict[str, float]], last_step: int) -> int:
-    for s in steps:
-        if bar.total is None:
-            bar.total = s["steps"]
-        bar.update(max(0, s["step"] - max(last_step, bar.n)))
-        last_step = s["step"]
-        bar.set_postfix(loss=f"{s['loss']:.3f}")
-    return last_step
+def _stream_to_end(state: _Follow) -> str:
+    """Reconnect the tail until the job is terminal; the job's final status."""
+    idle = 0
+    last_error: Any = None
+    while True:
+        before = state.received
+        kind, item = state.stream_once()
+        if kind == _ERROR:
+            last_error = item
+        try:
+            status = status_of(state.jobs_client, state.sid)
+        except Exception as e:  # noqa: BLE001 - the Jobs API is unreachable for now: try again
+            status, last_error = "UNKNOWN", e
+        if status in TERMINAL:
+            return status
+        idle = 0 if state.received > before else idle + 1
+        if idle >= MAX_RECONNECTS:
+            raise JobFollowError(
+                f"lost the log stream of {state.sid} ({type(last_error).__name__}: {last_error}); the job may still "
+                f"be running: call submit again to follow it"
+            )
+        time.sleep(1.0)

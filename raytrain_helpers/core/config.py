@@ -17,7 +17,11 @@ the field, the bad value, where it came from, and the fix.
 
 from __future__ import annotations
 
+import ast
 import copy
+import difflib
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -88,6 +92,7 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
 RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 #: env.sh names of the reference sample -> flat field names.
 ENV_SH_NAMES: dict[str, str] = {
@@ -183,6 +188,14 @@ class AwsSettings(_Group):
     recommends."""
     capacity_reservation_id: str = ""
     """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
+    storage_bucket: str = ""
+    """S3 bucket of the run's checkpoints (3-63 lower-case letters, digits, '-' and '.'); empty = the bucket of
+    `train.storage_path` when it is `s3://...`, else `<cluster_name>-<account>-<region>`. Step 02 creates it
+    when missing (tagged as the tutorial's, removed by 08 only then); a bucket of another account is refused."""
+    pod_identity: Literal["auto", "pod-identity", "irsa"] = "auto"
+    """How the Ray pods get the storage role: `pod-identity` (EKS Pod Identity, the add-on step 02 installs),
+    `irsa` (IAM roles for service accounts, through the cluster's OIDC provider), or `auto` = Pod Identity
+    unless the cluster runs without its add-on."""
 
     @field_validator("cluster_name")
     @classmethod
@@ -201,6 +214,13 @@ class AwsSettings(_Group):
     def _region(cls, v: str) -> str:
         if not REGION_RE.match(v or ""):
             raise ValueError("is not an AWS region name. Fix: e.g. 'us-west-2' or 'us-east-1'")
+        known = known_regions()
+        if known and v not in known:
+            close = difflib.get_close_matches(v, sorted(known), n=3, cutoff=0.7)
+            raise ValueError(
+                "is not an AWS region (botocore's list of regions does not hold it). "
+                f"Fix: {'e.g. ' + ', '.join(close) if close else 'e.g. us-west-2'}"
+            )
         return v
 
     @field_validator("k8s_version")
@@ -216,6 +236,16 @@ class AwsSettings(_Group):
     def _cr(cls, v: str) -> str:
         if v and not RESERVATION_RE.match(v):
             raise ValueError("must be empty or a capacity reservation id such as 'cr-0123456789abcdef0'")
+        return v
+
+    @field_validator("storage_bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if v and (not BUCKET_RE.match(v) or ".." in v or re.match(r"^\d+\.\d+\.\d+\.\d+$", v)):
+            raise ValueError(
+                "must be empty (derived) or an S3 bucket name: 3-63 lower-case letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit. Fix: e.g. 'raytrain-checkpoints-123456789012'"
+            )
         return v
 
     @model_validator(mode="after")
@@ -293,8 +323,29 @@ class KubernetesSettings(_Group):
     """Name of the RayCluster (DNS-1123 label, at most 40 characters: KubeRay derives pod and service names
     from it and appends suffixes)."""
 
+    service_account: str = "raytrain"
+    """ServiceAccount of the Ray head and workers (DNS-1123 label); on aws it carries the storage role
+    (EKS Pod Identity or IRSA). Step 04 creates it, step 08 removes it."""
+    hf_token_secret: str = ""
+    """Kubernetes Secret (in `namespace`) whose key `HF_TOKEN` the workers get as `HF_TOKEN` (optional: pods
+    start without it); empty = no token. The token itself is never read or printed by the tutorial."""
+    hf_cache_gib: int = Field(0, ge=0)
+    """Size limit of the workers' Hugging Face cache volume (`HF_HOME`) in GiB; 0 = from the model (twice its
+    bf16 weights, at least 10 GiB)."""
+
     _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label("namespace")(v)))
     _rc = field_validator("ray_cluster_name")(classmethod(lambda cls, v: _dns_label("ray_cluster_name", 40)(v)))
+    _sa = field_validator("service_account")(classmethod(lambda cls, v: _dns_label("service_account")(v)))
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _hf_secret(cls, v: str) -> str:
+        if v and (len(v) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", v)):
+            raise ValueError(
+                "must be empty or a Secret name (lower-case letters, digits, '-' and '.', at most 253). "
+                "Fix: e.g. 'hf-token' (kubectl create secret generic hf-token --from-literal=HF_TOKEN=...)"
+            )
+        return v
 
 
 class TrainSettings(_Group):
@@ -304,16 +355,35 @@ class TrainSettings(_Group):
     """Model shape, built with random weights (no download): `tiny` (CPU, seconds) or `qwen2.5-1.5b` (the
     exact Qwen2.5-1.5B shape, GPUs)."""
     model_id: str = ""
-    """A local directory with `config.json` to take the model shape from; empty = the shape of
-    `model_preset`. Never a model hub id: weights are never downloaded."""
+    """Pretrained weights to fine-tune: a local folder written by `save_pretrained` (`config.json` +
+    `*.safetensors`, tokenizer files optional) or a model hub id such as `Qwen/Qwen2.5-1.5B` (the workers download
+    it into the Hugging Face cache, with `HF_TOKEN` when set; where `HF_HUB_OFFLINE=1` or no hub is reachable, as on
+    the local target, its files must already be in the cache). The memory plan and checks use its config.json.
+    Empty = random weights in the shape of `model_preset`."""
+    data: str = "learnable"
+    """Training data, read through Ray Data: `learnable` (a small corpus the tutorial writes: runs of consecutive
+    letters, which even `tiny` learns in a few steps), a `.txt` / `.jsonl` / `.parquet` file or a folder of one
+    kind (`.jsonl` and `.parquet` need a `text` column), `s3://bucket/prefix` (aws), or `random` (uniform token ids,
+    for throughput benchmarks only: nothing can be learned). Tokenized with the model's tokenizer when `model_id`
+    has one, else bytes; packed to `seq_len`; one text in 20 is held out for evaluation."""
+    eval_every: int = 2
+    """Held-out eval loss every K steps (0 or more; also before the first step and after the last; 0 = only
+    those)."""
+    export: bool = True
+    """Write the trained model once at the end as a Hugging Face folder (`config.json`, `model.safetensors`,
+    tokenizer) to `runs/<run_name>/model`, or `<storage_path>/<run_name>/model` for s3 storage; false = only the
+    sharded checkpoints."""
     steps: int = 8
     """Training steps (at least 1)."""
     seq_len: int = 128
     """Tokens per sequence (at least 8), e.g. 128 for `tiny`, 2048 for `qwen2.5-1.5b`."""
-    batch_size: int = 2
-    """Sequences per worker per step (at least 1)."""
-    learning_rate: float = 1e-4
-    """AdamW learning rate, between 0 and 1 (exclusive)."""
+    batch_size: int | Literal["auto"] = 2
+    """Sequences per worker per step (at least 1), or `auto` = the largest batch the memory plan fits under
+    85 % of one GPU's memory (kernels taken into account), chosen before the job is submitted; `auto` on CPU
+    workers = 2."""
+    learning_rate: float = 0.0
+    """AdamW learning rate, between 0 and 1 (exclusive); 0 = auto: 5e-3 for `tiny` from random weights (it learns
+    the `learnable` data within the default steps), 1e-4 for the other presets, 2e-5 when fine-tuning `model_id`."""
     num_workers: int = 0
     """Ray Train workers (ranks); 0 = every GPU (or every worker slot on CPU)."""
     checkpoint_every: int = 4
@@ -333,6 +403,25 @@ class TrainSettings(_Group):
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     """`auto` or `bf16` = bf16 compute with fp32 master weights on GPU (fp32 on CPU); `fp32` = fp32
     everywhere."""
+    kernels: Literal["auto", "liger", "none"] = "auto"
+    """Fused GPU kernels for the model: `liger` = liger-kernel's RMSNorm, SwiGLU, RoPE and fused linear
+    cross-entropy (the loss straight from the hidden states, no logits tensor); `none` = plain PyTorch;
+    `auto` = liger on CUDA workers when it can be installed or imported there, none on CPU. liger-kernel is the
+    optional extra `gpu`; on aws it reaches the workers through the runtime_env's pip, never a new image."""
+    job_timeout_s: int = 0
+    """Seconds 05_train lets the job run before stopping it (0 or more); 0 = no limit. A Qwen2.5-1.5B run on aws
+    can take hours: set a limit only as a budget guard."""
+    max_failures: int = 0
+    """Worker-group failures Ray Train recovers from (0 or more; Ray Train's `FailureConfig(max_failures=...)`):
+    after a worker process or node dies it restarts every worker from the latest checkpoint. 0 = the first failure
+    fails the job."""
+
+    @field_validator("job_timeout_s", "max_failures")
+    @classmethod
+    def _zero_or_more(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must be 0 or more. Fix: 0 (job_timeout_s: no limit; max_failures: fail at once) or more")
+        return v
 
     @field_validator("model_preset")
     @classmethod
@@ -341,11 +430,18 @@ class TrainSettings(_Group):
             raise ValueError(f"is not a known preset. Fix: one of {', '.join(PRESETS)}")
         return v
 
-    @field_validator("steps", "batch_size", "bench_steps")
+    @field_validator("steps", "bench_steps")
     @classmethod
     def _positive(cls, v: int) -> int:
         if v < 1:
             raise ValueError("must be at least 1. Fix: e.g. 8")
+        return v
+
+    @field_validator("batch_size")
+    @classmethod
+    def _batch(cls, v: int | str) -> int | str:
+        if v != "auto" and v < 1:
+            raise ValueError("must be at least 1 or `auto`. Fix: e.g. 4, or auto (the memory plan's largest)")
         return v
 
     @field_validator("seq_len")
@@ -358,9 +454,31 @@ class TrainSettings(_Group):
     @field_validator("learning_rate")
     @classmethod
     def _lr(cls, v: float) -> float:
-        if not (0 < v < 1):
-            raise ValueError("must be between 0 and 1. Fix: e.g. 1e-4")
+        if not (0 <= v < 1):
+            raise ValueError("must be between 0 and 1 (0 = auto). Fix: e.g. 1e-4, or 0")
         return v
+
+    @field_validator("eval_every")
+    @classmethod
+    def _eval_every(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must be 0 or more. Fix: e.g. 2 (0 = only before the first step and after the last)")
+        return v
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, v: str) -> str:
+        v = (v or "").strip()
+        if v in ("learnable", "random") or v.startswith("s3://"):
+            return v
+        p = Path(v).expanduser()
+        kinds = (".txt", ".jsonl", ".json", ".parquet")
+        if p.is_dir() or (p.is_file() and p.suffix.lower() in kinds):
+            return str(p)
+        raise ValueError(
+            f"is neither `learnable`, `random`, an s3:// prefix, nor an existing {' / '.join(kinds)} file or folder. "
+            "Fix: train.data: learnable (the default), or the path of your text / jsonl / parquet data"
+        )
 
     @field_validator("num_workers", "checkpoint_every", "bench_warmup_steps", "seed")
     @classmethod
@@ -372,11 +490,19 @@ class TrainSettings(_Group):
     @field_validator("model_id")
     @classmethod
     def _model_id(cls, v: str) -> str:
-        if v and not Path(v).expanduser().is_dir() and "/" in v and not v.startswith(("s3://", "/")):
-            # A hub id would need a download at run time; the tutorial never does that.
+        v = (v or "").strip()
+        path = Path(v).expanduser()
+        if not v or (path.is_dir() and (path / "config.json").is_file()):
+            return v
+        if path.is_dir():
             raise ValueError(
-                "looks like a model hub id. The tutorial never downloads weights: leave it "
-                "empty (random init from model_preset) or give a local directory with config.json"
+                "is a folder without config.json. Fix: a folder written by save_pretrained (config.json + "
+                "*.safetensors), or empty for random weights from model_preset"
+            )
+        if v.startswith(("/", ".", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", v):
+            raise ValueError(
+                "is neither an existing folder nor a model hub id (`org/name`). Fix: e.g. Qwen/Qwen2.5-1.5B, a folder "
+                "with config.json and *.safetensors, or empty for random weights from model_preset"
             )
         return v
 
@@ -561,6 +687,19 @@ def field_docs() -> list[FieldDoc]:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
+def known_regions() -> frozenset[str]:
+    """Every AWS region botocore knows (its endpoints.json, read without importing botocore); empty without it."""
+    spec = importlib.util.find_spec("botocore")
+    if spec is None or not spec.origin:
+        return frozenset()
+    try:
+        doc = json.loads((Path(spec.origin).parent / "data" / "endpoints.json").read_text())
+    except (OSError, ValueError):
+        return frozenset()
+    return frozenset(r for part in doc.get("partitions", []) for r in part.get("regions", {}))
+
+
 def find_env_file(start: str | os.PathLike | None = None) -> Path | None:
     if os.environ.get(ENV_FILE_VAR):
         return Path(os.environ[ENV_FILE_VAR]).expanduser().resolve()
@@ -588,10 +727,12 @@ def resolve_key(key: str) -> tuple[str | None, str]:
     kl = k.lower()
     if kl in FLAT_FIELDS:
         return FLAT_FIELDS[kl]
-    close = [n for n in FLAT_FIELDS if kl[:4] in n] or sorted(FLAT_FIELDS)[:8]
+    dotted = [f"{g}.{leaf}" if g else leaf for g, leaf in FLAT_FIELDS.values()]
+    close = difflib.get_close_matches(kl, list(FLAT_FIELDS) + dotted, n=5, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
     raise ConfigError(
-        f"unknown setting {key!r}. Fix: use one of the env.yaml names, e.g. {', '.join(close[:8])} "
-        f"(run `raytrain-tutorial config` for the full list)"
+        f"unknown setting {key!r}. Fix: {hint}use a setting's name (flat `steps`, dotted `train.steps` or "
+        f"env.sh `STEPS`); `raytrain-tutorial config --names` lists them all"
     )
 
 
@@ -606,13 +747,67 @@ def coerce_scalar(text: str) -> Any:
     return v
 
 
+def field_annotation(group: str | None, leaf: str) -> Any:
+    """The type annotation of one setting."""
+    model = Settings if group is None else Settings.model_fields[group].annotation
+    return model.model_fields[leaf].annotation
+
+
 def _coerce_for(group: str | None, leaf: str, raw: str) -> Any:
     """Strings from the environment or a command line, typed by the field they set (str fields stay str)."""
-    model = Settings if group is None else Settings.model_fields[group].annotation
-    ann = model.model_fields[leaf].annotation
-    if ann is str:
+    ann = field_annotation(group, leaf)
+    if ann is str or get_origin(ann) is Literal:
         return raw
     return coerce_scalar(raw)
+
+
+def type_fix(group: str | None, leaf: str) -> str:
+    """How to write a valid value of one setting, e.g. ``a whole number such as 8``."""
+    ann = field_annotation(group, leaf)
+    model = Settings if group is None else Settings.model_fields[group].annotation
+    default = model.model_fields[leaf].get_default(call_default_factory=True)
+    if get_origin(ann) is Literal:
+        return "one of " + ", ".join(str(a) for a in get_args(ann))
+    if ann is bool:
+        return "true or false"
+    if ann is int:
+        return f"a whole number such as {default}"
+    if ann is float:
+        return f"a number such as {default}"
+    if ann is str:
+        return f"text such as {default or 'name'!r} (quote it in YAML when it looks like a number)"
+    if get_origin(ann) is list:
+        return "a list such as [a, b] (YAML flow syntax), or [] for none"
+    if get_origin(ann) is dict:
+        return "a mapping such as {KEY: value} (YAML flow syntax), or {} for none"
+    return f"a value like the default {default!r}"
+
+
+def _check_type(group: str | None, leaf: str, value: Any, source: str) -> None:
+    """Refuse a value of the wrong kind before validation: booleans for numbers, numbers for names."""
+    ann = field_annotation(group, leaf)
+    wrong = (ann in (int, float) and isinstance(value, bool)) or (ann is int and isinstance(value, float))
+    wrong = wrong or (ann in (int, float) and not isinstance(value, (int, float)))
+    wrong = wrong or (get_origin(ann) is list and not isinstance(value, list))
+    wrong = wrong or (get_origin(ann) is dict and not isinstance(value, Mapping))
+    if value is not None and wrong:
+        dotted = f"{group}.{leaf}" if group else leaf
+        env_sh = FLAT_TO_ENV_SH.get(leaf)
+        label = f"{dotted} ({env_sh})" if env_sh else dotted
+        raise ConfigError(f"{label} = {value!r} is invalid [{source}]. Fix: {type_fix(group, leaf)}")
+
+
+def parse_param(key: str, value: Any, source: str = "parameter") -> tuple[str, Any]:
+    """One ``-p NAME VALUE``: its flat name (what the notebooks' parameters use) and a value of the field's type.
+
+    NAME may be flat (``steps``), dotted (``train.steps``) or the env.sh name (``STEPS``); a string VALUE is
+    read as the field's type (``k8s_version 1.30`` stays the string ``"1.30"``, ``steps 20`` becomes 20).
+    """
+    group, leaf = resolve_key(str(key))
+    if isinstance(value, str):
+        value = _coerce_for(group, leaf, value)
+    _check_type(group, leaf, value, f"{source} {key}")
+    return leaf, value
 
 
 class _Layered:
@@ -621,24 +816,41 @@ class _Layered:
         self.source: dict[tuple[str | None, str], str] = {}
 
     def set(self, group: str | None, leaf: str, value: Any, source: str) -> None:
+        _check_type(group, leaf, value, source)
         if group is None:
             self.data[leaf] = value
         else:
             self.data.setdefault(group, {})[leaf] = value
         self.source[(group, leaf)] = source
 
-    def merge_yaml(self, doc: Mapping[str, Any], source: str) -> None:
+    def merge_yaml(self, doc: Any, source: str) -> None:
         if not isinstance(doc, Mapping):
-            raise ConfigError(f"{source}: expected a mapping of settings at the top level")
+            raise ConfigError(
+                f"{source}: expected a mapping of settings at the top level, found {type(doc).__name__}. "
+                f"Fix: write `name: value` lines, e.g. `target: local` (see the repository's env.yaml)"
+            )
         for key, value in doc.items():
-            if key in GROUPS and isinstance(value, Mapping):
+            if key in GROUPS:
+                if not isinstance(value, Mapping):
+                    leaves = ", ".join(list(Settings.model_fields[key].annotation.model_fields)[:4])
+                    raise ConfigError(
+                        f"{source}: {key} must be a mapping of settings, found {value!r}. "
+                        f"Fix: indent its settings under `{key}:` ({leaves}...)"
+                    )
                 for leaf, v in value.items():
                     if (key, leaf) not in FLAT_FIELDS.values():
-                        valid = ", ".join(Settings.model_fields[key].annotation.model_fields)
-                        raise ConfigError(f"{source}: unknown setting {key}.{leaf}. Fix: one of {valid}")
+                        valid = list(Settings.model_fields[key].annotation.model_fields)
+                        close = difflib.get_close_matches(str(leaf), valid, n=1)
+                        hint = f"did you mean {key}.{close[0]}? " if close else ""
+                        raise ConfigError(
+                            f"{source}: unknown setting {key}.{leaf}. Fix: {hint}one of {', '.join(valid)}"
+                        )
                     self.set(key, leaf, v, f"{source} ({key}.{leaf})")
             else:
-                group, leaf = resolve_key(str(key))
+                try:
+                    group, leaf = resolve_key(str(key))
+                except ConfigError as e:
+                    raise ConfigError(f"{source}: {e}") from None
                 self.set(group, leaf, value, f"{source} ({key})")
 
 
@@ -654,21 +866,27 @@ def load(
     layers = _Layered()
     path = Path(env_file).expanduser() if env_file else find_env_file()
     if path is not None:
+        if path.is_dir():
+            raise ConfigError(f"env file {path} is a folder. Fix: give the path of the env.yaml file inside it")
         if not path.is_file():
             raise ConfigError(
-                f"env file {path} does not exist. Fix: point {ENV_FILE_VAR} or env_file at the repository's env.yaml"
+                f"env file {path} does not exist. Fix: point --env-file or {ENV_FILE_VAR} at an existing env.yaml, "
+                f"or write one with `raytrain-tutorial init DIR`"
             )
         layers.merge_yaml(_read_yaml(path), path.name)
     for f in files or ():
         fp = Path(f).expanduser()
         if not fp.is_file():
-            raise ConfigError(f"override file {fp} does not exist")
+            raise ConfigError(f"override file {fp} (-f) does not exist. Fix: give the path of an existing YAML file")
         layers.merge_yaml(_read_yaml(fp), fp.name)
     env = os.environ if environ is None else environ
     for var, raw in sorted(env.items()):
         if not var.startswith(ENV_PREFIX) or var in RESERVED_ENV:
             continue
-        group, leaf = resolve_key(var)
+        try:
+            group, leaf = resolve_key(var)
+        except ConfigError as e:
+            raise ConfigError(f"environment variable {var}: {e}") from None
         layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
     for key, value in params.items():
         if value is None:
@@ -700,12 +918,25 @@ def loaded_env_file(settings: Settings) -> str | None:
     return settings.__dict__.get("_env_file")
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> Any:
+    """A settings file's YAML document ({} when empty); unreadable or invalid files name the fix."""
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (not UTF-8). Fix: give a YAML settings file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror}). Fix: check the path and its permissions") from None
+    try:
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    return doc
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(
+            f"{path}: not valid YAML{at}: {problem}. Fix: correct the YAML syntax there (`name: value`, two-space "
+            f"indents, quote values holding ':' or '#')"
+        ) from None
+    return {} if doc is None else doc
 
 
 def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
@@ -718,6 +949,8 @@ def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
             group = loc[0]
             field = next((f for f in Settings.model_fields[group].annotation.model_fields if msg.startswith(f)), None)
             where = layers.source.get((group, field), "default") if field else "env.yaml"
+            if "Fix" not in msg:
+                msg += f". Fix: change the {group} settings it names (`raytrain-tutorial config --names` explains each)"
             lines.append(f"{group}: {msg} [{where}]")
             continue
         if len(loc) >= 2 and loc[0] in Settings.model_fields and loc[0] not in ("target", "run_name"):
@@ -731,10 +964,10 @@ def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
         where = layers.source.get((group, leaf), "default")
         if e["type"] == "extra_forbidden":
             lines.append(f"{label}: unknown setting [{where}]. Fix: remove it or check the spelling")
-        elif e["type"] == "literal_error":
-            lines.append(f"{label} = {value!r} is invalid [{where}]: {msg}")
-        else:
-            lines.append(f"{label} = {value!r} is invalid [{where}]: {msg}")
+            continue
+        if "Fix" not in msg and (group, leaf) in FLAT_FIELDS.values():
+            msg = f"{msg}. Fix: {type_fix(group, leaf)}"
+        lines.append(f"{label} = {value!r} is invalid [{where}]: {msg}")
     head = f"invalid settings ({path.name if path else 'defaults'}):"
     return head + "\n  - " + "\n  - ".join(lines)
 
@@ -755,13 +988,59 @@ def _check_ray_version(settings: Settings, layers: _Layered) -> None:
         )
 
 
+#: How a parameters cell starts: the tutorial's own (tagged ``parameters``) and papermill's injected-parameters cell.
+PARAMETERS_HEADER = "# Parameters"
+#: A notebook namespace may list its parameters explicitly under this name (it wins over the input history).
+PARAMS_VAR = "__raytrain_params__"
+
+
+def assigned_names(source: str) -> set[str]:
+    """The names a cell assigns at its top level (``a = 1``, ``a: int = 1``, ``a = b = 1``); none if not Python."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def parameter_names(namespace: Mapping[str, Any]) -> set[str] | None:
+    """The names a notebook's parameters set: those of every parameters cell the kernel ran.
+
+    A parameters cell is one whose source starts with :data:`PARAMETERS_HEADER` (the tutorial's cell tagged
+    ``parameters`` and the cell papermill injects after it). They are read from IPython's input history
+    (``In``), so a variable assigned in any other cell never counts. ``__raytrain_params__`` (a list of names)
+    overrides the history; None: no history and no list (not a notebook), every name of ``namespace`` counts.
+    """
+    explicit = namespace.get(PARAMS_VAR)
+    if explicit is not None:
+        return {str(n) for n in explicit}
+    history = namespace.get("In")
+    if not isinstance(history, list) or not all(isinstance(s, str) for s in history):
+        return None
+    names: set[str] = set()
+    for source in history:
+        if source.lstrip().startswith(PARAMETERS_HEADER):
+            names |= assigned_names(source)
+    return names
+
+
 def settings_from(namespace: Mapping[str, Any], **extra: Any) -> Settings:
     """For notebooks: build settings from the parameters cell's variables (``settings_from(globals())``).
 
-    Every variable whose name is a setting's flat name and whose value is not None overrides env.yaml;
-    ``env_file`` and ``override_files`` name the files to read.
+    Only the names the parameters cells assign count (see :func:`parameter_names`): a notebook variable that
+    happens to share a setting's name (``seed = 5`` in a later cell) is ignored. Outside a notebook, every name
+    of ``namespace`` that is a setting counts (pass a dict of the parameters). Values that are None keep the
+    env.yaml value; ``env_file`` and ``override_files`` name the files to read.
     """
-    params = {k: v for k, v in namespace.items() if k in FLAT_FIELDS and v is not None}
+    allowed = parameter_names(namespace)
+    params = {
+        k: v for k, v in namespace.items() if k in FLAT_FIELDS and v is not None and (allowed is None or k in allowed)
+    }
     params.update({k: v for k, v in extra.items() if v is not None})
     files = namespace.get("override_files") or ()
     if isinstance(files, str):

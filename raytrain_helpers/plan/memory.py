@@ -5,10 +5,12 @@ Pure computation from a model config (a preset or a config.json), the world size
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..core.config import INSTANCE_TYPES, PRESETS, Settings
+from ..core.config import INSTANCE_TYPES, PRESETS, ConfigError, Settings
 from ..core.constants import GIB
 from ..core.tables import human_bytes as hb
 
@@ -51,6 +53,8 @@ class MemoryPlan:
     device_mem_gib: float | None = None
     fits: bool | None = None
     notes: list[str] = field(default_factory=list)
+    batch_size: int | None = None  # sequences per device the plan is for
+    kernels: str = "none"  # liger or none
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +95,9 @@ def memory_plan(
     on_gpu: bool,
     preset: str = "custom",
     device_mem_gib: float | None = None,
+    kernels: str = "none",
 ) -> MemoryPlan:
+    """The plan of one device; ``kernels`` is what the workers will run: ``liger`` or ``none`` (see kernels_for)."""
     if world_size < 1:
         raise ValueError("world_size must be at least 1")
     n = count_params(model_cfg)
@@ -109,16 +115,22 @@ def memory_plan(
     # attention output (~22 h), k and v (4 kv), and the SwiGLU MLP's gate, up, silu and product (8 i).
     # Checked on 2 x H200 (qwen2.5-1.5b, seq 2048, batch 4): 50.5 GiB measured, 50.5 GiB planned.
     per_token_layer = (22 * h + 4 * kv + 8 * i) * (compute_bytes / 2)
+    # liger: its RMSNorm keeps only its 16-bit input and output (no fp32 copies), its RoPE keeps no rotated
+    # copies, its SwiGLU keeps gate and up, not silu(gate): 7 h-sized, 2 kv-sized and 3 i-sized tensors.
+    if kernels == "liger":
+        per_token_layer = (14 * h + 4 * kv + 6 * i) * (compute_bytes / 2)
     activations = tokens * per_token_layer * n["layers"] / GIB
     # logits in compute dtype, their fp32 upcast, log-softmax kept for backward, and its gradient
     logits = tokens * v * (compute_bytes + 4 + 4 + 4) / GIB
+    if kernels == "liger":  # fused linear cross-entropy: no logits tensor, one chunk of them at a time
+        logits = fused_ce_bytes(tokens, h, v) / GIB
     peak = state_total / world_size + gathered + activations + logits
     fits = None if device_mem_gib is None else peak <= 0.9 * device_mem_gib
     plan = MemoryPlan(
         preset=preset,
         params=p,
         world_size=world_size,
-        precision="bf16-mixed" if on_gpu else "fp32",
+        precision=("bf16-mixed" if on_gpu else "fp32") + (", liger kernels" if kernels == "liger" else ""),
         seed_total_gib=seed_total,
         seed_per_device_gib=seed_total / world_size,
         state_bytes_per_param=state_bpp,
@@ -136,17 +148,74 @@ def memory_plan(
     return plan
 
 
-def plan_for(settings: Settings, world_size: int, *, on_gpu: bool, device_mem_gib: float | None = None) -> MemoryPlan:
+#: Model hub ids whose shape the tutorial knows offline: their plan needs no download (the job still loads them).
+KNOWN_HUB_SHAPES = {"Qwen/Qwen2.5-1.5B": "qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b"}
+
+
+def model_config(settings: Settings) -> dict[str, Any]:
+    """The shape the job really trains: ``train.model_id``'s config.json (its folder, or the Hugging Face cache),
+    or the ``model_preset``. Used by the memory plan, the job config and the checkpoint check."""
+    model_id = settings.train.model_id
+    if not model_id:
+        return settings.model_config_dict()
+    folder = Path(model_id).expanduser()
+    found = folder / "config.json" if folder.is_dir() else cached_hub_file(model_id, "config.json")
+    if found is not None and Path(found).is_file():
+        return json.loads(Path(found).read_text())
+    if model_id in KNOWN_HUB_SHAPES:
+        return dict(PRESETS[KNOWN_HUB_SHAPES[model_id]])
+    raise ConfigError(
+        f"train.model_id = {model_id!r}: its config.json is not in the Hugging Face cache here, so the memory plan "
+        f"cannot be made. Fix: `hf download {model_id} config.json` (the config alone), or set train.model_id to "
+        "a local folder with config.json and *.safetensors"
+    )
+
+
+def cached_hub_file(model_id: str, filename: str) -> str | None:
+    """A file of a hub model from the local Hugging Face cache (never downloads); None when it is not there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(model_id, filename)
+    except ValueError:  # not a valid repo id
+        return None
+    return found if isinstance(found, str) else None
+
+
+def model_label(settings: Settings) -> str:
+    """The plan's model name: the model_id's last part, or the preset."""
+    model_id = settings.train.model_id
+    return model_id.rstrip("/").rsplit("/", 1)[-1] if model_id else settings.train.model_preset
+
+
+def plan_for(
+    settings: Settings,
+    world_size: int,
+    *,
+    on_gpu: bool,
+    device_mem_gib: float | None = None,
+    batch_size: int | None = None,
+    kernels: str | None = None,
+) -> MemoryPlan:
+    """The settings' plan; ``batch_size``/``kernels`` override the settings (e.g. with what a job really ran)."""
     t = settings.train
-    return memory_plan(
-        settings.model_config_dict(),
+    kernels = kernels or kernels_for(settings, on_gpu=on_gpu)
+    if batch_size is None:
+        batch_size = batch_for(settings, world_size, on_gpu=on_gpu, device_mem_gib=device_mem_gib)
+    plan = memory_plan(
+        model_config(settings),
         world_size=world_size,
-        batch_size=t.batch_size,
+        batch_size=batch_size,
         seq_len=t.seq_len,
         on_gpu=on_gpu,
-        preset=t.model_preset,
+        preset=model_label(settings),
         device_mem_gib=device_mem_gib,
+        kernels=kernels,
     )
+    plan.batch_size, plan.kernels = batch_size, kernels
+    if t.batch_size == "auto":
+        plan.notes.append(f"batch_size auto = {batch_size} per device (largest under {AUTO_BATCH_FRACTION:.0%})")
+    return plan
 
 
 def aws_plan(settings: Settings) -> MemoryPlan:
@@ -173,3 +242,75 @@ def seed_figure_check() -> tuple[float, float]:
     """The seeds' numbers: Qwen2.5-1.5B at 8 bytes/param is about 12 GB, 1.5 GB per GPU over 8."""
     p = count_params(PRESETS["qwen2.5-1.5b"])["total"]
     return p * 8 / 1e9, p * 8 / 8 / 1e9
+
+
+#: ``train.batch_size: auto`` takes the largest batch whose planned peak stays under this share of one GPU's
+#: memory (the rest: the CUDA context, NCCL buffers and the caching allocator's fragmentation).
+AUTO_BATCH_FRACTION = 0.85
+#: CPU workers with ``batch_size: auto`` (no device memory to fill).
+AUTO_BATCH_CPU = 2
+
+
+def kernels_for(settings: Settings, *, on_gpu: bool) -> str:
+    """What the workers will run: ``liger`` on GPUs unless ``train.kernels: none``; always ``none`` on CPU."""
+    return "liger" if on_gpu and settings.train.kernels != "none" else "none"
+
+
+def fused_ce_bytes(tokens: int, hidden: int, vocab: int) -> float:
+    """liger's fused linear cross-entropy: the LM head's gradient, one chunk of logits and the hidden gradient."""
+    chunks = max(1, -(-vocab // hidden))
+    chunk = 1 << max(0, (-(-tokens // chunks) - 1).bit_length())  # next power of two, as liger picks it
+    return vocab * hidden * (2 + 4) + min(chunk, tokens) * vocab * (2 + 4) + tokens * hidden * 4
+
+
+def largest_batch(
+    model_cfg: dict[str, Any],
+    *,
+    world_size: int,
+    seq_len: int,
+    device_mem_gib: float,
+    kernels: str,
+    fraction: float = AUTO_BATCH_FRACTION,
+    limit: int = 256,
+) -> int:
+    """The largest batch per device whose planned peak is at most ``fraction`` of ``device_mem_gib`` (0: none)."""
+    budget = fraction * device_mem_gib
+
+    def peak(b: int) -> float:
+        return memory_plan(
+            model_cfg, world_size=world_size, batch_size=b, seq_len=seq_len, on_gpu=True, kernels=kernels
+        ).peak_per_device_gib
+
+    lo, hi = 0, limit  # the plan grows with the batch: bisect
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if peak(mid) <= budget else (lo, mid - 1)
+    return lo
+
+
+def batch_for(settings: Settings, world_size: int, *, on_gpu: bool, device_mem_gib: float | None) -> int:
+    """``train.batch_size``, with ``auto`` resolved from the memory plan (largest_batch) on GPUs."""
+    t = settings.train
+    if t.batch_size != "auto":
+        return int(t.batch_size)
+    if not on_gpu:
+        return AUTO_BATCH_CPU
+    if not device_mem_gib:
+        raise ConfigError(
+            "train.batch_size = auto needs the GPUs' memory to plan the batch, and none is known here. "
+            "Fix: pass device_mem_gib (or the batch a job ran with), or set batch_size to a number"
+        )
+    b = largest_batch(
+        model_config(settings),
+        world_size=world_size,
+        seq_len=t.seq_len,
+        device_mem_gib=device_mem_gib,
+        kernels=kernels_for(settings, on_gpu=True),
+    )
+    if b < 1:
+        raise ConfigError(
+            f"train.batch_size = auto: not even one sequence of {t.seq_len} tokens fits under "
+            f"{AUTO_BATCH_FRACTION:.0%} of {device_mem_gib:.0f} GiB per GPU with {world_size} GPUs. Fix: a shorter "
+            "seq_len, more GPUs, or a GPU with more memory"
+        )
+    return b

@@ -20,7 +20,10 @@ from .. import nccl
 from ..clients.rayjobs import JobRun
 from ..core.config import Settings, with_overrides
 from ..core.paths import run_dir
+from ..core.tables import table
+from ..plan import perf
 from ..targets import for_settings
+from . import capacity
 from .train import submit
 from .verify import worker_logs
 
@@ -64,7 +67,8 @@ def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, qui
     """Run the job once per variant (bench_steps, the first bench_warmup_steps discarded)."""
     variants = variants or for_settings(settings).benchmark_variants(settings)
     t = settings.train
-    bench_settings = with_overrides(settings, checkpoint_every=0)
+    # throughput only: uniform random tokens (nothing to learn), no eval between steps, no export
+    bench_settings = with_overrides(settings, checkpoint_every=0, data="random", eval_every=0, export=False)
     out = []
     for v in variants:
         name = f"{settings.run_name}-bench-{v['label']}-{uuid.uuid4().hex[:6]}"
@@ -134,6 +138,7 @@ def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) ->
                 status=b.job.status,
                 steps_per_s=b.steps_per_s,
                 tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
+                mfu=[r.get("mfu") for r in b.job.ranks],
                 world_size=len(b.job.ranks),
             )
             for b in bench
@@ -167,3 +172,12 @@ def comparison_text(cmp) -> str:
     with contextlib.redirect_stdout(buf):
         r = cmp.show()
     return buf.getvalue().rstrip() or (r or "")
+
+
+def predicted(settings: Settings, bench: list[BenchRun]) -> None:
+    """07: 01's prediction beside the measurement, per transport (tokens/s per GPU)."""
+    rows = perf.side_by_side(capacity.predict(settings), {b.label: b.tokens_per_s_per_gpu for b in bench})
+    table(
+        rows or [("-", "no prediction for CPU workers", "-", "-")],
+        ["transport", "predicted tokens/s per GPU", "measured", "error"],
+    )

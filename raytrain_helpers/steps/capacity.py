@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.config import Settings
+from ..plan import perf
 from ..plan.memory import MemoryPlan, seed_figure_check
 from ..plan.memory import seed_plan as seed_memory_plan
 from ..targets import StepResult, for_settings
@@ -24,4 +25,17 @@ def seed_plan() -> MemoryPlan:
     return seed_memory_plan()
 
 
-__all__ = ["check", "seed_plan", "seed_figure_check"]
+def predict(settings: Settings, cap: StepResult | None = None) -> dict[str, perf.Prediction]:
+    """Throughput, time and cost predicted before anything runs, one row per transport 07 compares: for this
+    machine's GPUs (the local capacity result lists them) or for the aws shape in the settings."""
+    cap = cap if cap is not None else check(settings)
+    local_gpus = getattr(cap, "gpus", None)  # only the local target's result lists this machine's GPUs
+    return perf.predictions(settings, local_gpus=local_gpus)
+
+
+def show_prediction(settings: Settings, cap: StepResult | None = None) -> None:
+    """01's prediction as a plain-text table (one row per transport)."""
+    perf.show_predictions(predict(settings, cap))
+
+
+__all__ = ["check", "predict", "show_prediction", "seed_plan", "seed_figure_check"]

@@ -11,7 +11,9 @@ submitted again after a failure, Ray Train resumes from its latest checkpoint.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shlex
 import shutil
 import uuid
 from pathlib import Path
@@ -19,10 +21,14 @@ from typing import Any
 
 from ..clients import rayjobs
 from ..clients.rayjobs import JobRun
-from ..core.config import Settings
+from ..core.config import ConfigError, Settings
 from ..core.constants import ENTRYPOINT_MODULE
 from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
+from ..plan import perf
+from ..plan.memory import aws_plan, model_config
 from ..targets import for_settings
+from ..worker.hub import ModelSourceError, resolve_model_dir
+from ..worker.kernels import LIGER_REQUIREMENT
 
 
 def storage_path(settings: Settings, run_name: str | None = None) -> str:
@@ -41,18 +47,27 @@ def job_config(
 ) -> dict[str, Any]:
     """The plain JSON config the job's driver and every worker read (``job_config.json``)."""
     t = settings.train
+    shape = perf_plan(settings)
+    check_model_source(settings)
     return dict(
         run_name=run_name or settings.run_name,
         marker=marker or uuid.uuid4().hex[:12],
-        model=settings.model_config_dict(),
+        model=model_config(settings),
+        data=t.data,
+        eval_every=t.eval_every,
+        export=t.export,
+        export_path=export_path(settings, run_name),
         preset=t.model_preset,
         model_id=t.model_id or None,
         steps=steps or t.steps,
         seq_len=t.seq_len,
-        batch_size=t.batch_size,
-        learning_rate=t.learning_rate,
+        batch_size=shape.batch_size,
+        kernels=shape.kernels,
+        peak_tflops=perf.peak_table(),
+        learning_rate=learning_rate(settings),
         seed=t.seed,
         checkpoint_every=t.checkpoint_every,
+        max_failures=t.max_failures,
         num_workers=t.num_workers,
         precision=t.precision,
         # aws: the driver decides from the cluster (GPU nodes -> NCCL; a CPU-only cluster -> gloo, which
@@ -63,6 +78,47 @@ def job_config(
         cpu_threads=1,
         final_checkpoint=final_checkpoint,
     )
+
+
+def learning_rate(settings: Settings) -> float:
+    """``train.learning_rate``, with 0 (auto) resolved: 2e-5 fine-tuning ``model_id``, 5e-3 for ``tiny`` from
+    random weights (it learns the ``learnable`` data in 8 steps), 1e-4 for the other presets."""
+    t = settings.train
+    if t.learning_rate:
+        return t.learning_rate
+    if t.model_id:
+        return 2e-5
+    return 5e-3 if t.model_preset == "tiny" else 1e-4
+
+
+def export_path(settings: Settings, run_name: str | None = None) -> str:
+    """Where the job writes the trained model as a Hugging Face folder: ``runs/<run>/model``, or the S3 storage's
+    ``<storage_path>/<run>/model``."""
+    store = storage_path(settings, run_name)
+    if store.startswith("s3://"):
+        return f"{store.rstrip('/')}/{run_name or settings.run_name}/model"
+    return str(run_dir(settings, run_name) / "model")
+
+
+def check_model_source(settings: Settings) -> None:
+    """Stop before submitting when the job could not find ``train.model_id``: a hub id while the workers may not
+    download (``HF_HUB_OFFLINE=1`` in their environment, as on the local target) must already be in the cache."""
+    model_id = settings.train.model_id
+    if not model_id or worker_env(settings).get("HF_HUB_OFFLINE", "") not in ("1", "true", "True", "yes", "on"):
+        return
+    try:
+        resolve_model_dir(model_id, download=False)
+    except ModelSourceError as e:
+        raise ConfigError(str(e)) from None
+
+
+def perf_plan(settings: Settings):
+    """The memory plan the job runs with: ``batch_size`` (``auto`` resolved) and ``kernels`` for the workers'
+    GPUs (the local GPUs, or the aws GPU node type); CPU workers keep the settings' batch and no kernels."""
+    target = for_settings(settings)
+    if target.NAME == "local":
+        return target.capacity(settings).plan
+    return aws_plan(settings)
 
 
 def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -78,8 +134,7 @@ def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[
     }
     if settings.nccl.debug:
         env["NCCL_DEBUG"] = settings.nccl.debug
-    for k, v in for_settings(settings).job_defaults(settings).env.items():
-        env.setdefault(k, v)
+    env.update(for_settings(settings).job_defaults(settings).env)  # the target knows its network (hub or not)
     env.update({k: str(v) for k, v in settings.nccl.env.items()})
     env.update({k: str(v) for k, v in (extra or {}).items()})
     return env
@@ -90,7 +145,7 @@ def stage_working_dir(settings: Settings, cfg: dict[str, Any]) -> Path:
     d = run_dir(settings, cfg["run_name"]) / "job_src" / cfg["marker"]
     if d.exists():
         shutil.rmtree(d)
-    shutil.copytree(PACKAGE_DIR, d / "raytrain_helpers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PACKAGE_DIR, d / "raytrain_helpers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
     (d / "job_config.json").write_text(json.dumps(cfg, indent=2))
     return d
 
@@ -103,14 +158,22 @@ def submit(
     extra_env: dict[str, str] | None = None,
     warmup_steps: int = 0,
     follow: bool = True,
-    timeout_s: float = 3600,
     quiet: bool = False,
-    progress: bool = True,
+    progress: rayjobs.Progress | None = None,
     final_checkpoint: bool = True,
 ) -> JobRun:
-    """Submit (or attach to) the training job of ``run_name`` and follow it to the end."""
+    """Submit (or attach to) the training job of ``run_name`` and follow it to the end.
+
+    The learner sees the job's step lines (rank 0), each rank's throughput, checkpoints and errors, once each; the
+    full log goes to ``runs/<run_name>/job.log``. ``progress``: an object with ``update(metrics: dict)``, called
+    with each step's metrics (step, steps, loss, step_time_s, tokens_per_s, and eval_loss when the step has it)
+    instead of printing the step line, and ``close()``, called once at the end; None prints plain step lines. The
+    job is stopped after ``train.job_timeout_s`` seconds (0: never). Interrupting the call leaves the job running:
+    calling it again follows the same job."""
     run_name = run_name or settings.run_name
-    with for_settings(settings).job_server(settings) as url:
+    if not hasattr(progress, "update"):  # a bare True/False from older callers: plain step lines
+        progress = None
+    with for_settings(settings).job_server(settings) as url, rayjobs.quiet_client_logs():
         client = rayjobs.client(url)
         sid = rayjobs.find_active(client, run_name)
         cfg: dict[str, Any] = {}
@@ -126,10 +189,27 @@ def submit(
                 print(f"submitted {sid} to {url}")
         if not follow:
             return JobRun(sid, rayjobs.status_of(client, sid), config=cfg, attached=not cfg)
-        run = rayjobs.follow(client, sid, timeout_s=timeout_s, quiet=quiet, progress=progress, total=cfg.get("steps"))
-        run.config, run.attached = cfg, not cfg
+        run = rayjobs.follow(
+            client,
+            sid,
+            timeout_s=settings.train.job_timeout_s,
+            quiet=quiet,
+            progress=progress,
+            log_path=run_dir(settings, run_name) / "job.log",
+        )
+        run.config, run.attached = cfg or _recorded_config(settings, run_name, sid), not cfg
     _save(settings, run, run_name)
     return run
+
+
+def _recorded_config(settings: Settings, run_name: str, sid: str) -> dict[str, Any]:
+    """The job config staged for the job ``sid`` (a job attached to after the kernel that submitted it died)."""
+    marker = sid.rsplit("-", 1)[-1]
+    p = run_dir(settings, run_name) / "job_src" / marker / "job_config.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict[str, str] | None) -> str:
@@ -137,11 +217,17 @@ def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict
         "working_dir": str(stage_working_dir(settings, cfg)),
         "env_vars": worker_env(settings, extra_env),
     }
-    if settings.train.extra_pip:
-        runtime_env["pip"] = list(settings.train.extra_pip)
+    pip = list(settings.train.extra_pip)
+    if cfg.get("kernels") == "liger" and not any(p.startswith("liger-kernel") for p in pip):
+        if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
+            pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
+    if pip:
+        runtime_env["pip"] = pip
     sid = f"raytrain-{cfg['run_name']}-{cfg['marker']}"
+    # the cluster's own interpreter, never whichever `python` comes first on the raylets' PATH
+    python = shlex.quote(for_settings(settings).job_defaults(settings).python)
     client.submit_job(
-        entrypoint=f"python -m {ENTRYPOINT_MODULE} --config job_config.json",
+        entrypoint=f"{python} -m {ENTRYPOINT_MODULE} --config job_config.json",
         submission_id=sid,
         runtime_env=runtime_env,
         metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]},
@@ -164,29 +250,38 @@ def load_last(settings: Settings, run_name: str | None = None) -> JobRun | None:
     return JobRun.from_json(json.loads(p.read_text()), logs=logs_p.read_text() if logs_p.exists() else "")
 
 
-def live_status(settings: Settings, submission_id: str) -> str | None:
-    """The job's status as the cluster reports it now (None when the cluster does not know it)."""
+def live_status(settings: Settings, submission_id: str) -> str:
+    """The job's status as the cluster reports it now (``SUCCEEDED``, ``RUNNING``...).
+
+    Raises :class:`~raytrain_helpers.clients.rayjobs.JobStatusError` saying why the cluster cannot tell: its Jobs
+    API is unreachable (cluster stopped, port-forward refused) or it does not know the job (a new cluster)."""
     try:
         with for_settings(settings).job_server(settings) as url:
             return rayjobs.status_of(rayjobs.client(url), submission_id)
-    except Exception:  # noqa: BLE001 - cluster down or job unknown
-        return None
+    except (OSError, RuntimeError) as e:  # ConnectionError, the target's "not running", Ray's "does not exist"
+        raise rayjobs.JobStatusError(f"cannot read the status of {submission_id}: {type(e).__name__}: {e}") from e
 
 
 def plot_loss(run: JobRun, ax=None):
-    """The loss per step (mean over ranks)."""
+    """The train loss per step and the held-out eval loss (means over ranks), titled with the run and its data."""
     import matplotlib.pyplot as plt
 
     losses = run.metrics.get("losses") or [s["loss"] for s in run.steps]
     start = run.metrics.get("start_step", 0) or 0
+    evals = run.metrics.get("evals") or sorted({(s["step"], s["eval_loss"]) for s in run.steps if "eval_loss" in s})
     if ax is None:
         fig, ax = plt.subplots(figsize=(6, 3))
     else:
         fig = ax.figure
-    ax.plot(range(start + 1, start + 1 + len(losses)), losses, marker="o")
+    ax.plot(range(start + 1, start + 1 + len(losses)), losses, marker="o", label="train")
+    if evals:
+        ax.plot([e[0] for e in evals], [e[1] for e in evals], marker="s", linestyle="--", label="eval (held out)")
+        ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss (mean over ranks)")
-    ax.set_title(f"{run.submission_id}")
+    run_name = (run.config or {}).get("run_name") or run.result.get("run_name") or ""
+    data = run.metrics.get("data") or (run.config or {}).get("data") or "random"
+    ax.set_title(f"run {run_name}: {Path(str(data)).name} data")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

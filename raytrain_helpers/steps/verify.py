@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import nccl
-from ..clients.rayjobs import JobRun
+from ..clients.rayjobs import JobRun, JobStatusError
 from ..core.config import Settings
 from ..core.constants import GIB, SUCCESS_RE
 from ..core.criteria import Criteria
-from ..core.tables import human_bytes
-from ..plan.memory import MemoryPlan, plan_for
+from ..core.tables import human_bytes, table
+from ..plan.memory import MemoryPlan, model_config, plan_for
 from ..targets import for_settings
+from ..worker import data as worker_data
+from ..worker import model as worker_model
 from ..worker.train import restore_check
 from .train import live_status, load_last, runs_dir
 
@@ -81,39 +83,77 @@ def verify(
         return Verification(crit)
     for name, ok, evidence in target.infra_criteria(settings):
         crit.add(name, ok, evidence)
-    head_ids = check_nodes(crit, run)
-    check_job(crit, run, live_status(settings, run.submission_id))
+    want_nodes = expected_worker_nodes(settings, target.NAME)
+    head_ids = check_nodes(crit, run, want_nodes)
+    check_job(crit, run, *job_status_now(settings, run))
     world = check_ranks(crit, run)
-    placement = check_placement(crit, run, head_ids)
+    placement = check_placement(crit, run, head_ids, want_nodes)
+    check_restarts(crit, run)
     check_loss(crit, run)
+    check_learned(crit, run)
     check_checkpoint(crit, settings, run, check_restore)
-    plan = plan_for(settings, world or 1, on_gpu=on_gpu(run))
+    plan = plan_for(
+        settings,
+        world or 1,
+        on_gpu=on_gpu(run),
+        batch_size=(run.config or {}).get("batch_size") if run else None,
+        kernels=(run.config or {}).get("kernels") if run else None,
+    )
     check_memory(crit, run, plan)
     check_transport(crit, settings.expected_transport(1 if on_gpu(run) else 0), audit, audit_error)
+    check_audit_world(crit, audit, world)
     return Verification(crit, run=run, plan=plan, audit=audit, placement=placement)
 
 
-def check_nodes(crit: Criteria, run: JobRun) -> set[str]:
-    """The head and at least one worker node were alive when the job ran; returns the head's node ids."""
+def expected_worker_nodes(settings: Settings, target_name: str) -> int:
+    """The worker nodes the settings ask for: the GPU node group on aws, the worker raylets on local."""
+    return settings.aws.gpu_node_count if target_name == "aws" else settings.local.worker_nodes
+
+
+def dead_worker_nodes(run: JobRun) -> list[str]:
+    """Worker nodes the job's driver saw dead at its end, as ``<node id prefix> (<host>)``."""
+    return [
+        f"{n['node_id'][:12]} ({n.get('host') or '?'})"
+        for n in run.result.get("nodes", [])
+        if not n.get("is_head") and not n.get("alive")
+    ]
+
+
+def check_nodes(crit: Criteria, run: JobRun, want: int = 1) -> set[str]:
+    """The head and the ``want`` worker nodes the settings ask for were alive when the job ended; returns the head's
+    node ids. Dead worker nodes are named."""
     nodes = run.result.get("nodes", [])
     head_ids = {n["node_id"] for n in nodes if n.get("is_head")}
     workers = [n for n in nodes if not n.get("is_head") and n.get("alive")]
+    dead = dead_worker_nodes(run)
     crit.add(
         "head up, worker nodes running",
-        bool(head_ids) and len(workers) >= 1,
-        f"{len(head_ids)} head, {len(workers)} worker node(s) alive when the job ran",
+        bool(head_ids) and len(workers) >= want,
+        f"{len(head_ids)} head, {len(workers)}/{want} worker node(s) alive when the job ended"
+        + (f"; dead: {', '.join(dead)}" if dead else ""),
     )
     return head_ids
 
 
-def check_job(crit: Criteria, run: JobRun, live: str | None) -> None:
-    """The job SUCCEEDED, as recorded and as the cluster reports it now."""
+def job_status_now(settings: Settings, run: JobRun) -> tuple[str | None, str | None]:
+    """(status, None) as the cluster reports it now, or (None, why the cluster cannot tell)."""
+    try:
+        return live_status(settings, run.submission_id), None
+    except JobStatusError as e:
+        return None, str(e)
+
+
+def check_job(crit: Criteria, run: JobRun, live: str | None, unavailable: str | None = None) -> None:
+    """The job SUCCEEDED, as recorded and as the cluster reports it now (a status the cluster cannot give fails, with
+    the reason). A failed job whose driver saw worker nodes dead names them."""
+    dead = dead_worker_nodes(run) if run.status != "SUCCEEDED" else []
     crit.add(
         "job SUCCEEDED",
-        run.status == "SUCCEEDED" and run.result.get("ok", False) and live in (None, "SUCCEEDED"),
+        run.status == "SUCCEEDED" and run.result.get("ok", False) and live == "SUCCEEDED",
         f"{run.status}"
-        + (f" (cluster now says {live})" if live else " (recorded by 05_train)")
-        + (f"; error: {run.result.get('error')}" if run.result.get("error") else ""),
+        + (f" (cluster now says {live})" if live else f" (recorded by 05_train; {unavailable})")
+        + (f"; error: {run.result.get('error')}" if run.result.get("error") else "")
+        + (f"; worker node(s) died during the run: {', '.join(dead)}" if dead else ""),
     )
 
 
@@ -130,14 +170,14 @@ def check_ranks(crit: Criteria, run: JobRun) -> int:
     return world
 
 
-def check_placement(crit: Criteria, run: JobRun, head_ids: set[str]) -> list[tuple[int, str, str]]:
-    """Training ranks spread over worker nodes and none on the head; returns (rank, node, kind) rows."""
-    nodes = run.result.get("nodes", [])
-    workers = [n for n in nodes if not n.get("is_head") and n.get("alive")]
+def check_placement(crit: Criteria, run: JobRun, head_ids: set[str], nodes: int = 2) -> list[tuple[int, str, str]]:
+    """Training ranks spread over as many worker nodes as the settings ask for (``nodes``, or fewer when there are
+    fewer ranks) and none on the head; returns (rank, node, kind) rows."""
     rank_nodes = {r["rank"]: r["node_id"] for r in run.ranks}
     used = set(rank_nodes.values())
     on_head = sorted(r for r, n in rank_nodes.items() if n in head_ids)
-    want = min(2, len(workers)) if workers else 2
+    world = run.metrics.get("world_size") or len(rank_nodes)
+    want = max(1, min(world or nodes, nodes))
     crit.add(
         f"workers spread over >= {want} worker nodes, none on the head",
         bool(head_ids) and len(used - head_ids) >= want and not on_head,
@@ -145,6 +185,43 @@ def check_placement(crit: Criteria, run: JobRun, head_ids: set[str]) -> list[tup
         + (f"; ranks {on_head} on the head" if on_head else "; none on the head"),
     )
     return [(r, rank_nodes[r][:12], "HEAD" if rank_nodes[r] in head_ids else "worker") for r in sorted(rank_nodes)]
+
+
+def _spans(steps: list[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``1-3, 5``."""
+    out: list[str] = []
+    for s in sorted(set(steps)):
+        if out and int(out[-1].split("-")[-1]) == s - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
+def check_restarts(crit: Criteria, run: JobRun) -> None:
+    """Every step of the run was trained, also across worker-group restarts (``train.max_failures``): the steps
+    printed by all the job's worker groups cover the run from where its first group started to the last step."""
+    name = "every step trained, failures recovered"
+    attempts = run.attempts
+    total = int(run.metrics.get("steps") or run.config.get("steps") or 0)
+    if not attempts or not total:
+        crit.add(name, None, na_reason="n/a: no worker marker or step lines in the job's log")
+        return
+    first = attempts[0]["resumed_from"] or 0
+    seen = {s for a in attempts for s in a["steps"]}
+    missing = sorted(set(range(first + 1, total + 1)) - seen)
+    failures = len(attempts) - 1
+    if failures:
+        starts = [str(a["resumed_from"] or 0) for a in attempts[1:]]
+        how = f"resumed after {failures} failure{'s' if failures > 1 else ''} from step {', '.join(starts)}"
+    else:
+        how = "no worker failure" + (f", resumed from step {first} (an earlier job)" if first else "")
+    crit.add(
+        name,
+        not missing,
+        f"{how}; steps {_spans(list(seen)) or 'none'} of {total} trained"
+        + (f"; missing {_spans(missing)}" if missing else ""),
+    )
 
 
 def check_loss(crit: Criteria, run: JobRun) -> None:
@@ -165,7 +242,7 @@ def check_checkpoint(crit: Criteria, settings: Settings, run: JobRun, check_rest
         crit.add("checkpoint restorable", None, na_reason="skipped by the caller")
     elif ckpt and not str(ckpt).startswith(("s3://", "gs://")):
         try:
-            rc = restore_check(ckpt, run.config.get("model") or settings.model_config_dict())
+            rc = restore_check(ckpt, run.config.get("model") or model_config(settings))
             crit.add(
                 "checkpoint restorable",
                 rc["ok"] and rc["step"] == run.metrics.get("steps"),
@@ -219,6 +296,20 @@ def check_transport(crit: Criteria, expect: str, audit: Any, audit_error: str | 
         crit.add(name, False, "no transport audit was run (NCCL logs not collected)")
 
 
+def check_audit_world(crit: Criteria, audit: Any, world: int) -> None:
+    """The NCCL logs audited are this job's: their world communicator has the job's number of ranks (a log of
+    another job, e.g. 8 ranks for a 2-rank job, fails). No row without an audit (CPU: gloo)."""
+    if audit is None:
+        return
+    comm = getattr(audit, "world", None)
+    size = comm.size if comm is not None else 0
+    crit.add(
+        f"NCCL audit covers the job's {world} ranks",
+        bool(world) and size == world,
+        f"world communicator in the audited NCCL logs: {size} ranks; the job: {world} ranks",
+    )
+
+
 def worker_logs(settings: Settings, run: JobRun) -> dict[str, str]:
     """The training workers' own log files for this run (NCCL prints there, not on the driver)."""
     marker = (run.config or {}).get("marker") or (run.result or {}).get("marker")
@@ -246,3 +337,132 @@ def run(settings: Settings, *, run_name: str | None = None, check_restore: bool 
         except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
             error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
     return verify(settings, job, run_name=run_name, check_restore=check_restore, audit=audit, audit_error=error)
+
+
+#: "The model learned": the mean of the last evals is at least this fraction below the first eval.
+LEARNED_MARGIN = 0.05
+#: How many of the last evals are averaged.
+LEARNED_LAST_EVALS = 2
+
+
+def learned(evals: list, data: str | None, margin: float = LEARNED_MARGIN) -> tuple[bool | None, str]:
+    """(passed, evidence) of "the model learned" from ``(step, eval_loss)`` pairs; None (n/a) on random data."""
+    if data == "random":
+        return None, "n/a: random tokens (throughput data): there is nothing to learn"
+    evals = [(int(st), float(x)) for st, x in evals or [] if math.isfinite(float(x))]
+    if len(evals) < 2:
+        return False, f"{len(evals)} eval(s) recorded: need at least 2 (set train.eval_every, or more steps)"
+    (first_step, first), last = evals[0], evals[1:][-LEARNED_LAST_EVALS:]
+    mean_last = sum(x for _, x in last) / len(last)
+    ok = mean_last <= first * (1 - margin)
+    steps = ", ".join(str(st) for st, _ in last)
+    return ok, (
+        f"eval loss {first:.3f} at step {first_step} -> {mean_last:.3f} (mean at step {steps}): "
+        f"{(1 - mean_last / first) * 100:.0f} % lower, needs >= {margin * 100:.0f} % ({data or 'unknown'} data)"
+    )
+
+
+def check_learned(crit: Criteria, run: JobRun, margin: float = LEARNED_MARGIN) -> None:
+    """The model learned: the held-out eval loss fell by ``margin`` (n/a on random data)."""
+    evals = run.metrics.get("evals") or [(st["step"], st["eval_loss"]) for st in run.steps if "eval_loss" in st]
+    data = run.metrics.get("data") or (run.config or {}).get("data")
+    if not evals and (run.config or {}).get("eval_every") == 0:
+        ok, evidence = None, "n/a: train.eval_every is 0, so the job held out no evals to compare"
+    else:
+        ok, evidence = learned(evals, data, margin)
+    crit.add(f"the model learned (held-out eval loss >= {margin * 100:.0f} % lower)", ok, evidence)
+
+
+def generate(
+    settings: Settings,
+    prompts: list[str] | None = None,
+    *,
+    run_name: str | None = None,
+    max_new_tokens: int = 4,
+    show: bool = True,
+) -> dict[str, Any]:
+    """The exported model, loaded with ``AutoModelForCausalLM.from_pretrained`` in this process, continuing
+    held-out prompts greedily beside the initial weights; on ``learnable`` data, the accuracy on those prompts.
+
+    Returns ``{"rows": [(prompt, expected, before, after)], "before": acc, "after": acc, "path": ...}`` (accuracy
+    None when there is no expected answer) and prints a plain-text table."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # plain, stable output (no "Loading weights" bars)
+    job = load_last(settings, run_name)
+    cfg = (job.config if job else None) or {}
+    path = (job.metrics.get("export_path") if job else None) or cfg.get("export_path")
+    if not path:
+        raise FileNotFoundError("no exported model recorded: run 05_train with train.export true first")
+    local = _local_copy(path)
+    tok = AutoTokenizer.from_pretrained(local)
+    after = AutoModelForCausalLM.from_pretrained(local).eval()
+    before = _initial_model(settings, cfg, after).eval()
+    pairs = _prompts(settings, cfg, prompts)
+    rows = []
+    for prompt, expected in pairs:
+        outs = [_greedy(m, tok, prompt, max_new_tokens) for m in (before, after)]
+        rows.append((prompt, expected if expected is not None else "-", *outs))
+    scored = [r for r, (_, e) in zip(rows, pairs, strict=True) if e is not None]
+    acc = {
+        k: (sum(r[2 + i] == r[1] for r in scored) / len(scored) if scored else None)
+        for i, k in enumerate(("before", "after"))
+    }
+    if show:
+        _show_generations(rows, acc, f"{run_name or settings.run_name}/model")
+    return dict(rows=rows, path=path, **acc)
+
+
+def _local_copy(path: str) -> str:
+    if not path.startswith("s3://"):
+        return path
+    import tempfile
+
+    import pyarrow.fs
+
+    out = tempfile.mkdtemp(prefix="raytrain-model-")
+    pyarrow.fs.copy_files(path, out)
+    return out
+
+
+def _initial_model(settings: Settings, cfg: dict[str, Any], trained):
+    """The weights training started from: the pretrained model_id, or the seeded random init (on CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model_id = cfg.get("model_id") or settings.train.model_id
+    if model_id:
+        return AutoModelForCausalLM.from_pretrained(worker_model.resolve_model_dir(model_id, download=False))
+    torch.manual_seed(int(cfg.get("seed", settings.train.seed)))  # the job's seed, the job's init order
+    return worker_model.build_random(cfg.get("model") or trained.config.to_dict(), "cpu")
+
+
+def _prompts(settings: Settings, cfg: dict[str, Any], prompts: list[str] | None) -> list[tuple[str, str | None]]:
+    if prompts:
+        return [(p, None) for p in prompts]
+    if (cfg.get("data") or settings.train.data) == worker_data.LEARNABLE:
+        return worker_data.held_out_prompts(int(cfg.get("seed", settings.train.seed)), n=12)
+    return [(p, None) for p in ("The", "Once upon a time", "1, 2, 3,")]
+
+
+def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
+    import torch
+
+    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        for _ in range(max_new_tokens):  # greedy: the same text on every run
+            nxt = model(input_ids=ids).logits[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+    text = tok.decode(ids[0, -max_new_tokens:].tolist(), skip_special_tokens=False)
+    if tok.eos_token:
+        text = text.replace(tok.eos_token, "<eos>")
+    return text.replace("\n", "\\n")
+
+
+def _show_generations(rows, acc: dict[str, float | None], path: str) -> None:
+    title = f"greedy continuations of the exported model {path}, beside its initial weights"
+    table(rows, ["held-out prompt", "expected", "initial weights", "trained"], title=title)
+    if acc["after"] is not None:
+        before, after = acc["before"], acc["after"]
+        print(f"accuracy on {len(rows)} held-out prompts: {before:.0%} before training, {after:.0%} after")

@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
+from . import data as data_mod
+from .hub import ModelSourceError, resolve_model_dir
 from .train import train_loop_per_worker
 
 
@@ -28,6 +30,17 @@ def _num_workers(requested: int, use_gpu: bool) -> int:
     if requested and requested > slots:
         raise SystemExit(f"num_workers = {requested} but the cluster has {slots} worker slots")
     return requested or slots
+
+
+def datasets_for(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The job's Ray Datasets (``train`` and held-out ``eval``) for ``train.data``, tokenized for the model."""
+    model_dir = None
+    if cfg.get("model_id"):
+        try:
+            model_dir = resolve_model_dir(cfg["model_id"])
+        except ModelSourceError as e:
+            raise SystemExit(f"[driver] {e}") from None
+    return data_mod.build_datasets(cfg, model_dir, int(cfg["model"]["vocab_size"]))
 
 
 def run(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -50,12 +63,19 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         f"run={cfg['run_name']}, storage={cfg['storage_path']}",
         flush=True,
     )
+    datasets = datasets_for(cfg)
+    print(f"[driver] data: {cfg.get('data') or data_mod.LEARNABLE} -> Ray Datasets {sorted(datasets)}", flush=True)
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg,
+        datasets=datasets,
+        dataset_config=data_mod.data_config(),
         scaling_config=ScalingConfig(num_workers=n, use_gpu=use_gpu, resources_per_worker=res),
         run_config=RunConfig(
-            name=cfg["run_name"], storage_path=cfg["storage_path"], failure_config=FailureConfig(max_failures=0)
+            name=cfg["run_name"],
+            storage_path=cfg["storage_path"],
+            # train.max_failures: restart the worker group from the latest checkpoint after a worker or node died
+            failure_config=FailureConfig(max_failures=int(cfg.get("max_failures") or 0)),
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo", timeout_s=600),
     )

@@ -1,12 +1,15 @@
-"""The per-worker training loop: Qwen2 from config (random init), FSDP2, AdamW, synthetic tokens.
+"""The per-worker training loop: Qwen2 (random init, or pretrained weights), FSDP2, AdamW, data from Ray Data.
 
 This module runs inside the Ray Train workers (in the DLC on aws, in the local raylets here). It
 imports only torch, transformers, ray, the standard library and the package's shared constants, and takes a
 plain JSON-able config.
 
-Per step it reports loss, step time, tokens/s and peak memory; every ``checkpoint_every`` steps (and at
-the end) it writes a sharded ``torch.distributed.checkpoint`` to the run's storage path through
-``ray.train.report``; when the run is started again with the same name it resumes from the latest one.
+Each rank reads its shard of the ``train`` dataset (``ray.train.get_dataset_shard``). Per step it reports loss,
+step time, tokens/s and peak memory, and every ``eval_every`` steps the loss on the held-out ``eval`` shard; every
+``checkpoint_every`` steps (and at the end) it writes a sharded ``torch.distributed.checkpoint`` (with the data
+position) to the run's storage path through ``ray.train.report``; when the run is started again with the same
+name it resumes from the latest one, data included. At the end the model is exported once as a Hugging Face
+folder (``export_path``).
 """
 
 from __future__ import annotations
@@ -21,42 +24,17 @@ import time
 from typing import Any
 
 from ..core.constants import MARKER_PREFIX, STEP_PREFIX, SUMMARY_PREFIX
+from . import data as data_mod
+from . import kernels
+from . import model as model_mod
 
 
 def build_model(cfg: dict[str, Any], device):
-    """Qwen2ForCausalLM with random weights from a preset (or a local model_id's config.json)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    if cfg.get("model_id"):
-        model_cfg = Qwen2Config.from_pretrained(cfg["model_id"], local_files_only=True)
-    else:
-        model_cfg = Qwen2Config(**cfg["model"])
-    model_cfg.use_cache = False
-    attn = "sdpa"
-    try:
-        model_cfg._attn_implementation = attn
-    except Exception:  # pragma: no cover - older transformers
-        pass
-    with torch.device(device):
-        model = Qwen2ForCausalLM(model_cfg)
-    return model
+    """The model with random weights from ``cfg["model"]`` (a preset, or a model_id's config.json)."""
+    return model_mod.build_random(cfg["model"], device)
 
 
-def shard_model(model, *, mixed_precision: bool):
-    """FSDP2: ``fully_shard`` each decoder layer, then the root."""
-    import torch
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    mp = (
-        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        if mixed_precision
-        else MixedPrecisionPolicy()
-    )
-    for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
-    return model
+shard_model = model_mod.shard_model
 
 
 def local_state_bytes(model, optimizer) -> dict[str, int]:
@@ -80,12 +58,32 @@ def local_state_bytes(model, optimizer) -> dict[str, int]:
     return dict(params=params, grads=grads, optimizer=optim, total=params + grads + optim)
 
 
-def _batch(cfg: dict[str, Any], rank: int, step: int, vocab: int, device):
+def _random_batches(cfg: dict[str, Any], rank: int, vocab: int):
+    """Seeded uniform tokens, one batch per step: ``random`` data when the loop runs without Ray Data."""
     import torch
 
-    g = torch.Generator().manual_seed(cfg["seed"] * 1_000_003 + rank * 10_007 + step)
-    ids = torch.randint(0, vocab, (cfg["batch_size"], cfg["seq_len"]), generator=g)
-    return ids.to(device)
+    for step in range(int(cfg["steps"])):
+        g = torch.Generator().manual_seed(cfg["seed"] * 1_000_003 + rank * 10_007 + step)
+        yield torch.randint(0, vocab, (cfg["batch_size"], cfg["seq_len"]), generator=g)
+
+
+def _readers(cfg: dict[str, Any], rank: int, vocab: int):
+    """This rank's train reader and eval batches: its Ray Data shards (``get_dataset_shard``), or, outside a
+    Ray Train run with datasets (the torchrun benchmark), seeded random tokens."""
+    import ray.train
+
+    try:
+        train_shard = ray.train.get_dataset_shard("train")
+        eval_shard = ray.train.get_dataset_shard("eval")
+    except Exception:  # noqa: BLE001 - not in a Ray Train session with datasets
+        train_shard = eval_shard = None
+    if train_shard is None:
+        if (cfg.get("data") or data_mod.RANDOM) != data_mod.RANDOM:
+            raise RuntimeError(f"train.data = {cfg.get('data')!r} needs the job's Ray Datasets; none were given")
+        return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), None
+    b = int(cfg["batch_size"])
+    reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
+    return reader, (lambda: eval_shard.iter_torch_batches(batch_size=b))
 
 
 def _peak_memory(device) -> int:
@@ -109,10 +107,25 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         print(SUMMARY_PREFIX + json.dumps(final, default=str), flush=True)
     # Ray Train's Result.metrics are those of the latest checkpoint: the summary rides on the final one.
     if cfg.get("final_checkpoint", True):
-        _save_and_report(w.model, w.optimizer, final, steps, w.rank, cfg)
+        _save_and_report(w.model, w.optimizer, final, steps, w.rank, cfg, meta=_data_meta(w))
     else:  # benchmarks: no multi-GB write after the timed steps
         ray.train.report(final)
+    if final.get("export_path") and (step_times or not os.path.isdir(final["export_path"])):
+        _export(w, cfg, final)
     print(f"[train] SUCCESS rank={w.rank}/{w.world}", flush=True)
+
+
+def _export(w, cfg: dict[str, Any], final: dict[str, Any]) -> None:
+    """Gather the trained shards once and write the Hugging Face folder (rank 0); every rank takes part."""
+    import torch.distributed as dist
+
+    full = model_mod.gather_full_state(w.model)
+    if w.rank == 0:
+        meta = dict(step=final["step"], run_name=cfg["run_name"], data=final["data"], model_id=cfg.get("model_id"))
+        model_mod.write_hf_folder(full, w.model.config, final["export_path"], model_dir=w.model_dir, meta=meta)
+        print(f"[train] exported the model to {final['export_path']}", flush=True)
+    del full
+    dist.barrier()
 
 
 class _Worker:
@@ -141,8 +154,19 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
         torch.set_num_threads(int(cfg.get("cpu_threads", 1)))
     mixed = on_gpu and cfg.get("precision", "auto") in ("auto", "bf16")
     torch.manual_seed(cfg["seed"])  # identical initial weights on every rank before sharding
-    model = build_model(cfg, device)
-    shard_model(model, mixed_precision=mixed)
+
+    def patch(m):  # before sharding: patches forwards
+        kernels.apply(m, cfg.get("kernels", "none"), on_gpu=on_gpu)
+
+    model_dir = None
+    if cfg.get("model_id"):  # pretrained: meta init, shard, rank 0 reads, broadcast
+        model_dir = model_mod.resolve_model_dir(cfg["model_id"])
+        model = model_mod.load_pretrained(model_dir, device, rank=rank, mixed_precision=mixed, before_shard=patch)
+    else:
+        model = build_model(cfg, device)
+        patch(model)
+        shard_model(model, mixed_precision=mixed)
+    reader, eval_batches = _readers(cfg, rank, model.config.vocab_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], fused=on_gpu or None)
     return _Worker(
         rank=rank,
@@ -154,6 +178,12 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
         model=model,
         optimizer=optimizer,
         resumed_from=None,
+        model_dir=model_dir,
+        reader=reader,
+        eval_batches=eval_batches,
+        eval_cache=None,
+        evals=[],
+        digests=[],
     )
 
 
@@ -176,6 +206,9 @@ def _resume(w: _Worker, cfg: dict[str, Any]) -> int:
         dcp.load(state, checkpoint_id=d)
         set_state_dict(w.model, w.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     w.resumed_from = int(meta["step"])
+    pos = meta.get("data_position") or {"epoch": 0, "batch": w.resumed_from}
+    w.reader.epoch, w.reader.batch = int(pos["epoch"]), int(pos["batch"])  # skip what was consumed
+    w.evals = [tuple(e) for e in meta.get("evals") or []]
     if w.rank == 0:
         print(f"[train] resumed from checkpoint at step {w.resumed_from} ({ckpt.path})", flush=True)
     return w.resumed_from
@@ -194,12 +227,16 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
     last_metrics: dict[str, Any] = {}
     if w.on_gpu:
         torch.cuda.reset_peak_memory_stats(w.device)
+    if start_step == 0 and start_step < steps:
+        _evaluate(w, cfg, 0)
     for step in range(start_step, steps):
-        ids = _batch(cfg, w.rank, step, w.model.config.vocab_size, w.device)
+        ids = w.reader.next()
+        w.digests.append(data_mod.digest(ids))
+        ids = ids.to(w.device)
         if w.on_gpu:
             torch.cuda.synchronize(w.device)
         t0 = time.perf_counter()
-        loss = w.model(input_ids=ids, labels=ids).loss
+        loss = kernels.causal_lm_loss(w.model, ids)
         loss.backward()
         w.optimizer.step()
         w.optimizer.zero_grad(set_to_none=False)
@@ -219,25 +256,66 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
             peak_mem_bytes=_peak_memory(w.device),
             world_size=w.world,
         )
+        ev = _evaluate(w, cfg, step + 1) if eval_due(cfg, step + 1, steps) else None
+        if ev is not None:
+            last_metrics["eval_loss"] = ev
         if w.rank == 0:
             print(
                 f"{STEP_PREFIX} {step + 1}/{steps} loss={avg:.4f} step_time={dt:.3f}s "
-                f"tokens/s={tokens_per_step / dt:.0f} peak_mem={last_metrics['peak_mem_bytes'] / 2**20:.0f}MiB",
+                f"tokens/s={tokens_per_step / dt:.0f} peak_mem={last_metrics['peak_mem_bytes'] / 2**20:.0f}MiB"
+                + (f" eval_loss={ev:.4f}" if ev is not None else ""),
                 flush=True,
             )
         if step + 1 == steps:
             break  # the last step's checkpoint carries the run's summary
         if every and (step + 1) % every == 0:
-            _save_and_report(w.model, w.optimizer, last_metrics, step + 1, w.rank, cfg)
+            _save_and_report(w.model, w.optimizer, last_metrics, step + 1, w.rank, cfg, meta=_data_meta(w))
         else:
             ray.train.report(last_metrics)
     return losses, step_times, last_metrics
 
 
+def eval_due(cfg: dict[str, Any], step: int, steps: int) -> bool:
+    """Evaluate after this step? Every ``eval_every`` steps and after the last one (0: only the last)."""
+    every = int(cfg.get("eval_every") or 0)
+    return step == steps or bool(every and step % every == 0)
+
+
+def _evaluate(w: _Worker, cfg: dict[str, Any], step: int) -> float | None:
+    """Mean loss on the held-out eval shards (the same batches every time), averaged over the ranks."""
+    import torch
+    import torch.distributed as dist
+
+    if w.eval_batches is None:
+        return None
+    if w.eval_cache is None:  # read this rank's eval shard once (the driver limited its size)
+        w.eval_cache = [b["input_ids"] for b in w.eval_batches()][: data_mod.EVAL_MAX_BATCHES]
+    if not w.eval_cache:
+        return None
+    w.model.eval()
+    with torch.no_grad():
+        total = sum(kernels.causal_lm_loss(w.model, ids.to(w.device)).detach().float() for ids in w.eval_cache)
+    w.model.reshard()  # the root stays unsharded after a forward without backward: free it before training
+    w.model.train()
+    avg = (total / len(w.eval_cache)).clone()
+    dist.all_reduce(avg)
+    loss = avg.item() / w.world
+    w.evals.append((step, loss))
+    if step == 0 and w.rank == 0:
+        print(f"[train] eval before training: eval_loss={loss:.4f}", flush=True)
+    return loss
+
+
+def _data_meta(w: _Worker) -> dict[str, Any]:
+    """What a checkpoint keeps of the data: where the reader is (every rank is at the same place) and the evals."""
+    return dict(data_position=w.reader.position(), evals=w.evals)
+
+
 def _summary(
     w: _Worker, cfg: dict[str, Any], losses, step_times, last_metrics, start_step: int, steps: int
 ) -> dict[str, Any]:
-    """Every rank's figures, gathered: throughput after warm-up, peak memory, sharded state, finite loss."""
+    """Every rank's figures, gathered: throughput after warm-up, MFU, peak memory, sharded state, finite loss."""
+    import torch
     import torch.distributed as dist
 
     tokens_per_step = cfg["batch_size"] * cfg["seq_len"]
@@ -245,6 +323,8 @@ def _summary(
     timed = step_times[warm:] if len(step_times) > warm else step_times
     mean_dt = sum(timed) / len(timed) if timed else float("nan")
     mine = dict(
+        data_digests=w.digests,
+        skipped_digests=w.reader.skipped,
         rank=w.rank,
         node_id=w.node_id,
         host=w.host,
@@ -256,6 +336,13 @@ def _summary(
         peak_mem_bytes=_peak_memory(w.device),
         state_bytes=local_state_bytes(w.model, w.optimizer),
         loss_finite=all(math.isfinite(x) for x in losses),
+        kernels=getattr(w.model, "raytrain_kernels", "none"),
+        mfu=kernels.mfu(
+            w.model.config.to_dict(),
+            cfg["seq_len"],
+            (tokens_per_step / mean_dt) if timed else 0.0,
+            kernels.peak_tflops(torch.cuda.get_device_name(w.device), cfg.get("peak_tflops")) if w.on_gpu else None,
+        ),
     )
     gathered: list[Any] = [None] * w.world
     dist.all_gather_object(gathered, mine)
@@ -274,13 +361,17 @@ def _summary(
         steps=steps,
         step_times=step_times,
         world_size=w.world,
+        data=cfg.get("data") or data_mod.RANDOM,
+        evals=w.evals,
+        data_position=w.reader.position(),
+        export_path=cfg.get("export_path") if cfg.get("export", True) else None,
     )
     if not step_times:
         final.update(step=steps, note="already complete: the latest checkpoint is at the last step")
     return final
 
 
-def _save_and_report(model, optimizer, metrics, step, rank, cfg) -> None:
+def _save_and_report(model, optimizer, metrics, step, rank, cfg, meta: dict[str, Any] | None = None) -> None:
     import ray.train
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -296,6 +387,7 @@ def _save_and_report(model, optimizer, metrics, step, rank, cfg) -> None:
                         model=cfg.get("model"),
                         preset=cfg.get("preset"),
                         world_size=metrics.get("world_size"),
+                        **(meta or {}),
                     ),
                     f,
                 )
@@ -312,12 +404,11 @@ def restore_check(checkpoint_dir: str, model_cfg: dict[str, Any]) -> dict[str, A
     """
     import torch
     import torch.distributed.checkpoint as dcp
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoModelForCausalLM
 
     with open(os.path.join(checkpoint_dir, "raytrain_meta.json")) as f:
         meta = json.load(f)
-    cfg = Qwen2Config(**model_cfg)
-    model = Qwen2ForCausalLM(cfg)
+    model = AutoModelForCausalLM.from_config(model_mod.config_from_dict(model_cfg))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     sd = {"model": model.state_dict()}
     import warnings

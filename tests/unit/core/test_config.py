@@ -78,7 +78,7 @@ def test_env_values_are_typed():
         (dict(gpu_az="eu-west-1a"), "gpu_az", "not in region"),
         (dict(learning_rate=5), "train.learning_rate (LEARNING_RATE)", "between 0 and 1"),
         (dict(temp_root="/tmp/" + "x" * 60), "temp_root", "107 bytes"),
-        (dict(model_id="Qwen/Qwen2.5-1.5B"), "train.model_id (MODEL_ID)", "never downloads"),
+        (dict(model_id="/no/such/model-dir"), "train.model_id (MODEL_ID)", "neither an existing folder nor a model"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(kw, field, fix):

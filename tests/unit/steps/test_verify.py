@@ -39,7 +39,13 @@ def good_run(settings):
     plan = plan_for(settings, 2, on_gpu=False)
     sb = int(plan.state_per_device_gib * 1024**3)
     metrics = dict(
-        step=4, steps=4, world_size=2, losses=[6.9, 6.9, 6.8, 6.8], ranks=[_rank(0, W0, sb), _rank(1, W1, sb)]
+        step=4,
+        steps=4,
+        world_size=2,
+        losses=[6.9, 6.9, 6.8, 6.8],
+        ranks=[_rank(0, W0, sb), _rank(1, W1, sb)],
+        data="learnable",
+        evals=[(0, 6.9), (2, 6.2), (4, 5.8)],
     )
     nodes = [
         dict(node_id=HEAD, is_head=True, alive=True),
@@ -61,7 +67,7 @@ def _status(v, name):
 
 
 def test_good_run_passes(settings, good_run, monkeypatch):
-    monkeypatch.setattr(verify, "live_status", lambda *a: None)
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
     v = verify.verify(settings, good_run, check_restore=False)
     assert v.ok, v.criteria.to_json()
     assert _status(v, "NCCL transport") == "n/a"
@@ -81,7 +87,7 @@ def test_good_run_passes(settings, good_run, monkeypatch):
     ],
 )
 def test_broken_runs_fail_the_right_criterion(settings, good_run, monkeypatch, breakage, criterion):
-    monkeypatch.setattr(verify, "live_status", lambda *a: None)
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
     run = copy.deepcopy(good_run)
     breakage(run)
     v = verify.verify(settings, run, check_restore=False)
@@ -98,9 +104,140 @@ def test_no_recorded_job_fails(settings, tmp_path, monkeypatch):
 
 
 def test_gpu_run_without_audit_fails_transport(settings, good_run, monkeypatch):
-    monkeypatch.setattr(verify, "live_status", lambda *a: None)
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
     run = copy.deepcopy(good_run)
     for r in run.metrics["ranks"]:
         r["device"] = "cuda:0"
     v = verify.verify(settings, run, check_restore=False)
     assert _status(v, "NCCL transport") == "FAIL"
+
+
+def _gpu(run, peak_bytes):
+    for r in run.metrics["ranks"]:
+        r["device"], r["peak_mem_bytes"] = "cuda:0", peak_bytes
+
+
+def test_one_worker_node_alive_fails_placement_and_nodes(settings, good_run, monkeypatch):
+    """The settings ask for 2 worker nodes: both ranks on the one node still alive is not "spread"."""
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    run.metrics["ranks"][1]["node_id"] = W0
+    run.result["nodes"] = [n for n in run.result["nodes"] if n["node_id"] != W1]
+    v = verify.verify(settings, run, check_restore=False)
+    assert _status(v, "workers spread over >= 2 worker nodes") == "FAIL", v.criteria.to_json()
+    assert _status(v, "head up, worker nodes running") == "FAIL"
+
+
+def test_one_rank_needs_one_node_only(settings, good_run, monkeypatch):
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    run.metrics.update(world_size=1, ranks=run.metrics["ranks"][:1])
+    run.logs = "[train] SUCCESS rank=0/1\n"
+    v = verify.verify(config.with_overrides(settings, num_workers=1), run, check_restore=False)
+    assert _status(v, "workers spread over >= 1 worker nodes") == "PASS", v.criteria.to_json()
+
+
+def test_dead_worker_node_is_named(settings, good_run, monkeypatch):
+    monkeypatch.setattr(verify, "live_status", lambda *a: "FAILED")
+    run = copy.deepcopy(good_run)
+    run.status = "FAILED"
+    run.result.update(ok=False, error="TrainingFailedError: a worker died")
+    run.result["nodes"][2].update(alive=False, host="vm-2")
+    v = verify.verify(settings, run, check_restore=False)
+    job = next(c for c in v.criteria.items if c.name == "job SUCCEEDED")
+    assert job.status == "FAIL" and f"died during the run: {W1[:12]} (vm-2)" in job.evidence
+    nodes = next(c for c in v.criteria.items if c.name == "head up, worker nodes running")
+    assert nodes.status == "FAIL" and f"dead: {W1[:12]} (vm-2)" in nodes.evidence
+
+
+@pytest.mark.parametrize(
+    "fixture, expect, ok",
+    [("h200x2-raytrain-train-p2p.log", "p2p", True), ("synthetic-efa-2x4-healthy.log", "efa", False)],
+)
+def test_audit_world_must_be_the_jobs(settings, good_run, monkeypatch, repo_root, fixture, expect, ok):
+    """A healthy 8-rank NCCL log passes its own audit, but is not the 2-rank job's: the row fails."""
+    from raytrain_helpers import nccl
+
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    _gpu(run, 1 << 30)
+    audit = nccl.audit((repo_root / "tests" / "fixtures" / "nccl" / fixture).read_text(), expect=expect)
+    assert audit.ok
+    v = verify.verify(settings, run, check_restore=False, audit=audit)
+    assert _status(v, "NCCL transport") == "PASS"
+    assert _status(v, "NCCL audit covers the job's 2 ranks") == ("PASS" if ok else "FAIL"), v.criteria.to_json()
+
+
+@pytest.mark.parametrize(
+    "peak_gib, state_scale, ok",
+    [(None, 1.0, True), (64, 1.0, False), (None, 0.2, False), (None, 1.5, False)],
+)
+def test_gpu_memory_against_the_plan(settings, good_run, monkeypatch, peak_gib, state_scale, ok):
+    """On GPUs the peak is compared with the plan's peak (25 % + 1 GiB slack), the sharded state with the plan's."""
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    plan = plan_for(settings, 2, on_gpu=True)
+    _gpu(run, int((peak_gib if peak_gib is not None else plan.peak_per_device_gib) * 1024**3))
+    for r in run.metrics["ranks"]:
+        r["state_bytes"]["total"] = int(plan.state_per_device_gib * 1024**3 * state_scale)
+    v = verify.verify(settings, run, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name == "measured memory vs the plan")
+    assert row.status == ("PASS" if ok else "FAIL"), row.evidence
+    assert "GPU peak" in row.evidence
+
+
+def test_live_status_unavailable_fails_with_the_reason(settings, good_run, monkeypatch):
+    def unreachable(*a):
+        raise verify.JobStatusError("cannot read the status of raytrain-x: ConnectionError: refused")
+
+    monkeypatch.setattr(verify, "live_status", unreachable)
+    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False)
+    job = next(c for c in v.criteria.items if c.name == "job SUCCEEDED")
+    assert job.status == "FAIL" and "ConnectionError: refused" in job.evidence
+
+
+def test_live_status_of_a_stopped_cluster_raises_a_named_error(clean_env, repo_root, tmp_path):
+    from raytrain_helpers.clients.rayjobs import JobStatusError
+    from raytrain_helpers.steps import train
+
+    s = config.load(repo_root / "env.yaml", environ={}, gcs_port=6499, dashboard_port=8399, temp_root="/tmp/rt-none")
+    with pytest.raises(JobStatusError, match="raytrain-x.*not running"):
+        train.live_status(s, "raytrain-x")
+
+
+def _marker(rank, pid):
+    return f"(RayTrainWorker pid={pid}) [raytrain] marker=m1 rank={rank}/2 node={W0} host=vm pid={pid}\n"
+
+
+def _step(k, n, pid):
+    return f"(RayTrainWorker pid={pid}) [train] step {k}/{n} loss=6.9 step_time=0.05s tokens/s=5000 peak_mem=5MiB\n"
+
+
+def test_restart_after_a_failure_is_reported_with_every_step(settings, good_run, monkeypatch):
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    first = _marker(0, 11) + _marker(1, 12) + "".join(_step(k, 4, 11) for k in (1, 2, 3))
+    second = _marker(0, 21) + "(RayTrainWorker pid=21) [train] resumed from checkpoint at step 2 (/x)\n"
+    second += "".join(_step(k, 4, 21) for k in (3, 4))
+    run.logs += first + first + second  # Ray prints some lines twice
+    v = verify.verify(settings, run, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
+    assert row.status == "PASS" and row.evidence == "resumed after 1 failure from step 2; steps 1-4 of 4 trained"
+
+    lost = copy.deepcopy(good_run)
+    lost.logs += first + second.replace("at step 2", "at step 3").replace(_step(3, 4, 21), "")
+    lost.logs = lost.logs.replace(_step(3, 4, 11), "")
+    v = verify.verify(settings, lost, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
+    assert row.status == "FAIL" and "missing 3" in row.evidence, row.evidence
+
+
+def test_no_failure_and_resume_from_an_earlier_job(settings, good_run, monkeypatch):
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    run = copy.deepcopy(good_run)
+    run.logs += _marker(0, 11) + "(RayTrainWorker pid=11) [train] resumed from checkpoint at step 2 (/x)\n"
+    run.logs += _step(3, 4, 11) + _step(4, 4, 11)
+    v = verify.verify(settings, run, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
+    assert row.status == "PASS", row.evidence
+    assert row.evidence == "no worker failure, resumed from step 2 (an earlier job); steps 3-4 of 4 trained"

@@ -1,0 +1,287 @@
+"""The training data, through Ray Data: sources, tokenizers, packing, the held-out split, each worker's shard.
+
+Sources (``train.data``):
+
+- ``learnable`` — the alphabet language the tutorial writes itself: each line is a run of consecutive letters,
+  wrapping from z to a (``klmnopq``), of random start and length. The next letter follows from the current one,
+  so even the tiny model's loss falls within a few steps, and a held-out prompt has one right continuation.
+- a local ``.txt`` / ``.jsonl`` / ``.parquet`` file or a folder of them (``.jsonl`` and ``.parquet`` need a
+  ``text`` column); on aws an ``s3://`` prefix, read by every node.
+- ``random`` — uniformly random token ids, for throughput benchmarks only (nothing can be learned).
+
+The job's driver builds ``{"train": ..., "eval": ...}`` Ray Datasets of packed ``input_ids`` rows; Ray Train
+splits each over the workers (``streaming_split(equal=True)``), and every worker reads its own shard with
+``get_dataset_shard(name).iter_torch_batches(...)``. Order is preserved (``ExecutionOptions(preserve_order=True)``,
+no locality hints), so with the same data the split gives every rank the same rows in the same order each epoch:
+a resumed run skips the batches it consumed before (its position is stored in the checkpoint) and neither repeats
+nor skips data.
+
+Imports only the standard library here; Ray, pyarrow, numpy and transformers are imported where used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from .hub import resolve_model_dir
+
+LEARNABLE = "learnable"
+RANDOM = "random"
+ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+#: One row in ``EVAL_EVERY_NTH`` (by a hash of its text) is held out for evaluation, never trained on.
+EVAL_EVERY_NTH = 20
+#: At most this many eval batches per rank are kept (and evaluated) each time.
+EVAL_MAX_BATCHES = 8
+#: Lines of the learnable corpus (about 360 k byte tokens: no epoch wraps in the default runs).
+LEARNABLE_LINES = 20_000
+#: Byte-level tokenizer: ids 0-255 are the bytes, then the special tokens.
+BYTE_EOS = 256
+BYTE_PAD = 257
+BYTE_VOCAB = 258
+EOS_TEXT = "<|endoftext|>"
+PAD_TEXT = "<|pad|>"
+TEXT_EXTENSIONS = (".txt", ".jsonl", ".json", ".parquet")
+
+
+# ---- the learnable corpus ---------------------------------------------------------------------------------------
+def alphabet_line(rng: random.Random) -> str:
+    """One line of the alphabet language: 8 to 26 consecutive letters from a random start."""
+    start, n = rng.randrange(26), rng.randrange(8, 27)
+    return "".join(ALPHABET[(start + i) % 26] for i in range(n))
+
+
+def learnable_lines(seed: int, n: int = LEARNABLE_LINES) -> list[str]:
+    rng = random.Random(f"learnable-{seed}")
+    return [alphabet_line(rng) for _ in range(n)]
+
+
+def is_eval(text: str) -> bool:
+    """Held out for evaluation? Decided by the text itself, so the same text is never in both splits."""
+    return zlib.crc32(text.encode("utf-8")) % EVAL_EVERY_NTH == 0
+
+
+def held_out_prompts(seed: int, n: int = 20, prompt_len: int = 4, answer_len: int = 4) -> list[tuple[str, str]]:
+    """(prompt, expected continuation) pairs from held-out lines of the learnable corpus, in a fixed order."""
+    seen: dict[str, None] = {}
+    for line in learnable_lines(seed):
+        if is_eval(line) and len(line) >= prompt_len + answer_len:
+            seen.setdefault(line[: prompt_len + answer_len])
+    pairs = [(s[:prompt_len], s[prompt_len:]) for s in sorted(seen)]
+    return pairs[:n]
+
+
+# ---- tokenizers ---------------------------------------------------------------------------------------------------
+def byte_encode(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+def byte_decode(ids: Iterable[int]) -> str:
+    return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
+
+
+def byte_tokenizer():
+    """The byte-level tokenizer as a ``transformers`` fast tokenizer (ids = bytes, then EOS 256 and PAD 257).
+
+    Built from a vocabulary, never downloaded; ``save_pretrained`` writes files ``AutoTokenizer`` loads back.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    to_char = pre_tokenizers.ByteLevel.alphabet()  # 256 printable stand-ins, one per byte
+    byte_char = _bytes_to_unicode()
+    assert set(byte_char.values()) == set(to_char)
+    vocab = {byte_char[b]: b for b in range(256)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([EOS_TEXT, PAD_TEXT])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TEXT, pad_token=PAD_TEXT)
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map (what the ByteLevel pre-tokenizer uses)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
+
+
+def has_tokenizer(model_dir: str | None) -> bool:
+    return bool(model_dir) and any(
+        os.path.exists(os.path.join(model_dir, f)) for f in ("tokenizer.json", "tokenizer_config.json")
+    )
+
+
+class TextPacker:
+    """Tokenizes texts (each followed by EOS) and cuts the stream into rows of exactly ``seq_len`` ids.
+
+    The tail that does not fill a row is dropped (per batch of texts). Used by Ray Data's ``map_batches``.
+    """
+
+    def __init__(self, seq_len: int, model_id: str | None = None, *, has_own_tokenizer: bool = False):
+        self.seq_len = int(seq_len)
+        self.model_id = model_id if has_own_tokenizer else None  # resolved where the batch is tokenized
+        self._tok = None
+
+    def encode(self, text: str) -> list[int]:
+        if self.model_id is None:
+            return byte_encode(text) + [BYTE_EOS]
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(resolve_model_dir(self.model_id))
+        eos = [self._tok.eos_token_id] if self._tok.eos_token_id is not None else []
+        return list(self._tok(text, add_special_tokens=False)["input_ids"]) + eos
+
+    def pack(self, texts: Iterable[str]) -> list[list[int]]:
+        stream: list[int] = []
+        for t in texts:
+            stream.extend(self.encode(str(t)))
+        n = len(stream) // self.seq_len
+        return [stream[i * self.seq_len : (i + 1) * self.seq_len] for i in range(n)]
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        rows = self.pack(batch["text"])
+        return {"input_ids": np.asarray(rows, dtype=np.int64).reshape(len(rows), self.seq_len)}
+
+
+# ---- Ray Datasets (the job's driver) ------------------------------------------------------------------------------
+def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) -> dict[str, Any]:
+    """``{"train": Dataset, "eval": Dataset}`` of packed ``input_ids`` rows for ``cfg["data"]``.
+
+    ``model_dir``: the resolved ``model_id`` on the driver (its tokenizer is used when it has one; the Ray Data
+    tasks resolve ``model_id`` again on their own node). The eval split is cut to ``EVAL_MAX_BATCHES`` per rank."""
+    import ray.data
+
+    source = cfg.get("data") or LEARNABLE
+    seq_len = int(cfg["seq_len"])
+    if source == RANDOM:
+        need = int(cfg["steps"]) * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
+        return {
+            "train": _random_rows(need, seq_len, vocab_size, int(cfg["seed"])),
+            "eval": _random_rows(EVAL_MAX_BATCHES * int(cfg["batch_size"]), seq_len, vocab_size, int(cfg["seed"]) + 1),
+        }
+    if source == LEARNABLE:
+        texts = ray.data.from_items([{"text": t} for t in learnable_lines(int(cfg["seed"]))], override_num_blocks=8)
+    else:
+        texts = read_texts(source)
+    packer = TextPacker(seq_len, cfg.get("model_id"), has_own_tokenizer=has_tokenizer(model_dir))
+    zero = {"num_cpus": 0}  # the training workers hold the worker nodes' CPUs; this work is light
+    out = {}
+    for name, keep_eval in (("train", False), ("eval", True)):
+        part = texts.filter(lambda row, e=keep_eval: is_eval(str(row["text"])) == e, **zero)
+        out[name] = part.map_batches(packer, batch_size=512, batch_format="numpy", **zero)
+    rows = EVAL_MAX_BATCHES * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
+    out["eval"] = out["eval"].limit(rows)
+    return out
+
+
+def read_texts(source: str):
+    """A Ray Dataset with one ``text`` column from a file or folder (local or s3://)."""
+    import ray.data
+
+    zero = {"ray_remote_args": {"num_cpus": 0}}
+    low = source.rstrip("/").lower()
+    if low.endswith(".txt"):
+        return ray.data.read_text(source, **zero)
+    if low.endswith((".jsonl", ".json")):
+        return ray.data.read_json(source, lines=low.endswith(".jsonl"), **zero).select_columns(["text"])
+    if low.endswith(".parquet"):
+        return ray.data.read_parquet(source, columns=["text"], **zero)
+    ext = _folder_extension(source)
+    if ext == ".txt":
+        return ray.data.read_text(source, file_extensions=["txt"], **zero)
+    if ext in (".jsonl", ".json"):
+        return ray.data.read_json(source, file_extensions=[ext[1:]], lines=ext == ".jsonl", **zero).select_columns(
+            ["text"]
+        )
+    return ray.data.read_parquet(source, columns=["text"], file_extensions=["parquet"], **zero)
+
+
+def _folder_extension(source: str) -> str:
+    if source.startswith("s3://"):
+        import pyarrow.fs
+
+        fs, path = pyarrow.fs.FileSystem.from_uri(source)
+        names = [i.path for i in fs.get_file_info(pyarrow.fs.FileSelector(path, recursive=True)) if i.is_file]
+    else:
+        names = [os.path.join(d, f) for d, _, fs_ in os.walk(source) for f in fs_]
+    exts = sorted({os.path.splitext(n)[1].lower() for n in names} & set(TEXT_EXTENSIONS))
+    if len(exts) != 1:
+        raise ValueError(
+            f"train.data = {source!r}: expected files of one kind ({', '.join(TEXT_EXTENSIONS)}), found "
+            f"{exts or 'none'}. Fix: point train.data at one file or a folder of one kind"
+        )
+    return exts[0]
+
+
+def _random_rows(n: int, seq_len: int, vocab: int, seed: int):
+    import numpy as np
+    import ray.data
+
+    ids = np.random.default_rng(seed).integers(0, vocab, size=(max(n, 1), seq_len), dtype=np.int64)
+    return ray.data.from_numpy(ids).rename_columns({"data": "input_ids"})
+
+
+def data_config():
+    """Ray Train's DataConfig: split every dataset, order preserved, no locality hints (deterministic shards)."""
+    from ray.data import ExecutionOptions
+    from ray.train import DataConfig
+
+    return DataConfig(execution_options=ExecutionOptions(preserve_order=True), enable_shard_locality=False)
+
+
+# ---- the worker's side ---------------------------------------------------------------------------------------------
+def digest(ids) -> str:
+    """A short fingerprint of one batch (to check shards are disjoint and resume neither repeats nor skips)."""
+    return hashlib.sha1(ids.cpu().numpy().tobytes()).hexdigest()[:12]
+
+
+class ShardReader:
+    """Batches of this rank's shard from a position (epoch, batch): a new epoch starts when the shard ends.
+
+    ``iter_epoch(epoch)`` must give the same batches in the same order each time it is called for the same
+    epoch (true for Ray Train shards with order preserved; a plain list in tests).
+    """
+
+    def __init__(self, iter_epoch, epoch: int = 0, batch: int = 0):
+        self.iter_epoch = iter_epoch
+        self.epoch, self.batch = int(epoch), int(batch)
+        self.skipped: list[str] = []
+        self._it: Iterator | None = None
+
+    def position(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "batch": self.batch}
+
+    def next(self):
+        for _ in range(2):  # at most one epoch boundary per call
+            if self._it is None:
+                self._it = iter(self.iter_epoch(self.epoch))
+                for _ in range(self.batch):  # consumed before the checkpoint we resumed from
+                    self.skipped.append(digest(_ids(next(self._it))))
+            try:
+                ids = _ids(next(self._it))
+            except StopIteration:
+                if self.batch == 0:
+                    raise ValueError("this rank's data shard is empty: more data, or a smaller batch_size") from None
+                self._it, self.epoch, self.batch = None, self.epoch + 1, 0
+                continue
+            self.batch += 1
+            return ids
+        raise ValueError("this rank's data shard is empty")  # pragma: no cover - guarded above
+
+
+def _ids(batch):
+    return batch["input_ids"] if isinstance(batch, dict) else batch

@@ -1,0 +1,122 @@
+"""Fused GPU kernels for the Qwen2 model, and the FLOPs accounting behind the job's MFU.
+
+``train.kernels``: ``liger`` patches a model that is already built (before FSDP shards it) with liger-kernel's
+RMSNorm, SwiGLU MLP and RoPE, and replaces the model's forward with one that computes the loss straight from
+the last hidden states (fused linear cross-entropy: the LM head and the loss in chunks, so the fp32 logits
+``[batch, seq, vocab]`` never exist). ``none`` leaves the model alone; ``auto`` = liger on CUDA when it can be
+imported, none on CPU.
+
+FSDP2 works with the patched model because only ``forward`` methods change: the root's ``fully_shard`` hooks
+still run around the patched forward, so the tied LM head / embedding weight is gathered while the fused loss
+reads it, and its gradient is reduce-scattered as usual.
+
+Runs inside the training workers: standard library at import time, torch and liger-kernel inside functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: The pinned liger-kernel (the `gpu` extra, constraints.txt and the aws runtime_env pip all use this one).
+LIGER_REQUIREMENT = "liger-kernel==0.8.5"
+CHOICES = ("auto", "liger", "none")
+
+
+class KernelsUnavailable(RuntimeError):
+    """``train.kernels = liger`` was asked for where liger-kernel cannot run."""
+
+
+def liger_import_error() -> str | None:
+    """None when liger-kernel (and Triton under it) imports here, else why not."""
+    try:
+        importlib.import_module("liger_kernel.transformers")
+    except Exception as e:  # noqa: BLE001 - ImportError, or Triton failing to find a GPU toolchain
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def resolve(choice: str, *, on_gpu: bool) -> str:
+    """``liger`` or ``none`` for this worker; a forced ``liger`` that cannot run raises a clear error."""
+    if choice not in CHOICES:
+        raise KernelsUnavailable(f"train.kernels = {choice!r} is not one of {', '.join(CHOICES)}")
+    if choice == "none":
+        return "none"
+    if not on_gpu:
+        if choice == "liger":
+            raise KernelsUnavailable(
+                "train.kernels = 'liger' but this worker has no CUDA GPU (liger-kernel's Triton kernels need one). "
+                "Fix: kernels: auto (none on CPU) or kernels: none"
+            )
+        return "none"
+    why = liger_import_error()
+    if why is None:
+        return "liger"
+    if choice == "liger":
+        raise KernelsUnavailable(
+            f"train.kernels = 'liger' but liger-kernel cannot be imported on this worker ({why}). Fix: "
+            f"pip install 'raytrain-tutorial[gpu]' ({LIGER_REQUIREMENT}) where the workers run (on aws the job's "
+            "runtime_env installs it), or kernels: none"
+        )
+    return "none"
+
+
+def apply(model, choice: str, *, on_gpu: bool) -> str:
+    """Patch a built Qwen2ForCausalLM in place (call it before ``fully_shard``); returns what was used."""
+    used = resolve(choice, on_gpu=on_gpu)
+    if used == "liger":
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+
+        apply_liger_kernel_to_qwen2(
+            rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model
+        )
+    model.raytrain_kernels = used
+    return used
+
+
+def causal_lm_loss(model, ids):
+    """Next-token loss of ``ids``; with liger the loss comes from the hidden states (no logits tensor)."""
+    if getattr(model, "raytrain_kernels", "none") == "liger":
+        return model(input_ids=ids, labels=ids, skip_logits=True).loss
+    return model(input_ids=ids, labels=ids).loss
+
+
+# ---- FLOPs and MFU (the notebook side's plan.perf uses the same formula; a unit test checks they agree) ----
+
+
+def flops_per_token(model_cfg: dict[str, Any], seq_len: int) -> float:
+    """Training FLOPs per token: 6 N (forward + backward of every weight) + causal attention 6 L s d_attn.
+
+    N counts every parameter once (a tied LM head is the embedding, and its matmul is real work); attention's
+    QK^T and AV cost 12 L s d_attn per token for full attention (PaLM, appendix B), half of it with a causal
+    mask, which flash/SDPA kernels skip.
+    """
+    h, v, i = model_cfg["hidden_size"], model_cfg["vocab_size"], model_cfg["intermediate_size"]
+    heads, kv_heads, layers = (
+        model_cfg["num_attention_heads"],
+        model_cfg["num_key_value_heads"],
+        model_cfg["num_hidden_layers"],
+    )
+    head_dim = model_cfg.get("head_dim") or h // heads
+    q, kv = heads * head_dim, kv_heads * head_dim
+    per_layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * i + 2 * h
+    n = v * h + layers * per_layer + h + (0 if model_cfg.get("tie_word_embeddings", False) else v * h)
+    return 6.0 * n + 6.0 * layers * seq_len * q
+
+
+def peak_tflops(device_name: str, table: dict[str, float] | None) -> float | None:
+    """Dense bf16 peak of a device from ``{model: TFLOPs}`` (the longest model name found in the name wins)."""
+    if not table:
+        return None
+    name = device_name.upper()
+    for model in sorted(table, key=len, reverse=True):
+        if model.upper() in name:
+            return float(table[model])
+    return None
+
+
+def mfu(model_cfg: dict[str, Any], seq_len: int, tokens_per_s: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation of one device: flops_per_token x tokens/s / peak (None without a peak)."""
+    if not peak or not tokens_per_s:
+        return None
+    return flops_per_token(model_cfg, seq_len) * tokens_per_s / (peak * 1e12)

@@ -1,0 +1,75 @@
+"""The job's data: the learnable corpus, the byte tokenizer, packing, the held-out split, resuming a shard."""
+
+from __future__ import annotations
+
+import pytest
+
+from raytrain_helpers.worker import data
+
+torch = pytest.importorskip("torch")
+
+
+def test_learnable_lines_follow_the_alphabet_and_are_reproducible():
+    lines = data.learnable_lines(0, n=200)
+    assert lines == data.learnable_lines(0, n=200) and lines != data.learnable_lines(1, n=200)
+    for line in lines:
+        assert 8 <= len(line) <= 26
+        assert all((ord(b) - ord(a)) % 26 == 1 for a, b in zip(line, line[1:], strict=False)), line
+
+
+def test_eval_split_is_held_out_by_text_and_prompts_come_from_it():
+    lines = data.learnable_lines(0)
+    held = {t for t in lines if data.is_eval(t)}
+    trained = {t for t in lines if not data.is_eval(t)}
+    assert held and trained and not held & trained
+    assert 0.02 < sum(map(data.is_eval, lines)) / len(lines) < 0.10
+    pairs = data.held_out_prompts(0)
+    assert len(pairs) >= 10
+    for prompt, answer in pairs:
+        assert any(t.startswith(prompt + answer) for t in held)
+        assert ALPHABET_NEXT(prompt[-1]) == answer[0]
+
+
+def ALPHABET_NEXT(c: str) -> str:  # noqa: N802 - reads as a constant mapping
+    return data.ALPHABET[(data.ALPHABET.index(c) + 1) % 26]
+
+
+def test_packing_appends_eos_and_cuts_rows_of_seq_len():
+    rows = data.TextPacker(8).pack(["abc", "defgh", "ij"])
+    assert rows == [[97, 98, 99, data.BYTE_EOS, 100, 101, 102, 103]]  # the short tail is dropped
+    out = data.TextPacker(4)({"text": ["abcdefg", "xy"]})
+    assert out["input_ids"].shape == (2, 4) and out["input_ids"].dtype.name == "int64"
+
+
+def test_byte_tokenizer_matches_the_packer_and_fits_the_tiny_vocab():
+    from raytrain_helpers.core.config import PRESETS
+
+    tok = data.byte_tokenizer()
+    assert tok("hé z")["input_ids"] == data.byte_encode("hé z")
+    assert tok.eos_token_id == data.BYTE_EOS and len(tok) == data.BYTE_VOCAB <= PRESETS["tiny"]["vocab_size"]
+    assert tok.decode(data.byte_encode("klmn")) == "klmn"
+
+
+def _epochs(n_batches: int, world: int, rank: int):
+    """Rank ``rank``'s shard: every ``world``-th batch of a fixed order, the same every epoch (as Ray gives)."""
+    batches = [torch.full((2, 4), 1000 * e + i) for e in range(1) for i in range(n_batches)]
+    return lambda epoch: [{"input_ids": b + 100_000 * epoch} for b in batches[rank::world]]
+
+
+@pytest.mark.parametrize("stop_at", [1, 3, 5, 7])
+def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
+    straight = data.ShardReader(_epochs(10, 2, 0))
+    seen = [data.digest(straight.next()) for _ in range(9)]  # crosses the epoch end (5 batches per epoch)
+    first = data.ShardReader(_epochs(10, 2, 0))
+    before = [data.digest(first.next()) for _ in range(stop_at)]
+    pos = first.position()
+    resumed = data.ShardReader(_epochs(10, 2, 0), **pos)
+    after = [data.digest(resumed.next()) for _ in range(9 - stop_at)]
+    assert before + after == seen
+    assert resumed.skipped == before[-pos["batch"] :] if pos["batch"] else resumed.skipped == []
+    assert straight.position() == {"epoch": 1, "batch": 4}
+
+
+def test_an_empty_shard_is_an_error_not_a_hang():
+    with pytest.raises(ValueError, match="shard is empty"):
+        data.ShardReader(lambda epoch: []).next()
