@@ -41,7 +41,7 @@ def main(argv=None) -> int:
         bench_warmup_steps=3,
         run_name="gpu-evidence",
     )
-    params.update({k: settings_config.coerce_scalar(v) for k, v in args.p})
+    params.update(dict(settings_config.parse_param(k, v) for k, v in args.p))
     s = rt.load(**params)
     rec: dict = dict(settings=s.flat(), started=time.strftime("%Y-%m-%dT%H:%M:%S"))
     t0 = time.time()

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
     settings = (
         settings_config.load(
-            **{k: settings_config.coerce_scalar(v) for k, v in zip(args[1::3], args[2::3], strict=False)}
+            **dict(settings_config.parse_param(k, v) for k, v in zip(args[1::3], args[2::3], strict=False))
         )
         if args
         else settings_config.load()
@@ -76,8 +76,8 @@ def main(argv=None) -> int:
 
         def sample():
             while not stop.is_set():
-                cluster = sum(_rss(p) for p in local._our_pids(settings))
-                total = sum(_rss(p) for p in _descendants(proc.pid) | set(local._our_pids(settings)))
+                cluster = sum(_rss(p) for p in local.our_pids(settings))
+                total = sum(_rss(p) for p in _descendants(proc.pid) | set(local.our_pids(settings)))
                 peak["cluster"] = max(peak["cluster"], cluster)
                 peak["total"] = max(peak["total"], total)
                 time.sleep(0.5)
