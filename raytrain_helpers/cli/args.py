@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..core.config import Settings, load
+from ..core.config import Settings, load, parse_param
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:
@@ -28,14 +28,26 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
         nargs=2,
         default=[],
         metavar=("NAME", "VALUE"),
-        help="override one setting by its env.yaml name (repeatable)",
+        help="override one setting: flat (steps), dotted (train.steps) or env.sh (STEPS) name (repeatable)",
     )
     p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
 
 
+def cli_params(args: argparse.Namespace) -> dict[str, Any]:
+    """``-p NAME VALUE`` pairs by flat setting name, each value read as its field's type (later pairs win).
+
+    NAME may be flat (``steps``), dotted (``train.steps``) or env.sh (``STEPS``): all three set the same setting.
+    """
+    params: dict[str, Any] = {}
+    for key, value in args.params or []:
+        name, typed = parse_param(key, value, source="-p")
+        params[name] = typed
+    return params
+
+
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
     """The settings the parsed arguments ask for (``extra`` values that are not None win)."""
-    params = {k: v for k, v in (args.params or [])}
+    params = cli_params(args)
     if getattr(args, "target", None):
         params["target"] = args.target
     params.update({k: v for k, v in extra.items() if v is not None})

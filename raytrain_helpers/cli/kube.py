@@ -4,6 +4,10 @@ RayCluster (notebook 04), and every Kubernetes manifest rendered from env.yaml."
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
 
 from ..plan.manifests import render_all, write_all
 from ..plan.render import to_yaml
@@ -116,11 +120,42 @@ def _register_render(sub) -> None:
     parser.set_defaults(func=render_command)
 
 
+def out_dir_problem(out: Path) -> str | None:
+    """Why manifests cannot be written into ``out`` (a file in the way, a folder not writable), or None."""
+    for p in [*reversed(out.parents), out]:
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, not a folder"
+        if not p.exists():
+            parent = p.parent
+            return None if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
+    return None if os.access(out, os.W_OK | os.X_OK) else f"{out} is not writable"
+
+
 def render_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     include = not args.no_alternatives
     if args.out:
-        paths = write_all(settings, args.out, include_alternatives=include)
+        out = Path(args.out).expanduser().resolve()
+        problem = out_dir_problem(out)
+        if problem:
+            print(
+                f"error: cannot write manifests to {args.out} (--out): {problem}. Fix: choose a folder you can "
+                f"write to, or leave out --out to print them",
+                file=sys.stderr,
+            )
+            return 2
+        existed = out.exists()
+        try:
+            paths = write_all(settings, out, include_alternatives=include)
+        except OSError as e:
+            if not existed:
+                shutil.rmtree(out, ignore_errors=True)
+            print(
+                f"error: cannot write manifests to {args.out} (--out): {e.strerror or e}. Fix: choose a folder you "
+                f"can write to",
+                file=sys.stderr,
+            )
+            return 2
         for path in paths:
             print(path)
         print(f"{len(paths)} manifest(s) written to {args.out} (apply with: kubectl apply --server-side -f {args.out})")

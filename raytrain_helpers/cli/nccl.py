@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cli_audit)
 
 
+#: The most a log may hold (after decompression): NCCL INFO logs of a whole run are a few MiB.
+MAX_LOG_BYTES = 256 * 2**20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_log(path: Path) -> str:
+    """One log file's text: plain or gzip-compressed; refuses (OSError, with the fix) an empty, binary or huge
+    file before reading it whole."""
+    size = path.stat().st_size
+    if size == 0:
+        raise OSError(f"{path} is empty. Fix: pass the training workers' log, written with nccl.debug: INFO")
+    with path.open("rb") as f:
+        compressed = f.read(2) == _GZIP_MAGIC
+    if not compressed and size > MAX_LOG_BYTES:
+        raise OSError(
+            f"{path} holds {size / 2**20:.0f} MiB, more than the audit reads ({MAX_LOG_BYTES // 2**20} MiB). "
+            f"Fix: keep the NCCL lines first: grep -a 'NCCL INFO' {path} > nccl.log, and audit nccl.log"
+        )
+    opener = gzip.open if compressed else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read(MAX_LOG_BYTES + 1)
+    except (OSError, EOFError) as e:
+        raise OSError(f"{path}: a damaged gzip file ({e}). Fix: pass the log itself, or a complete .gz of it") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise OSError(f"{path} decompresses to more than {MAX_LOG_BYTES // 2**20} MiB. Fix: audit the NCCL lines only")
+    if b"\x00" in data[:65536]:
+        raise OSError(
+            f"{path} is not a text log (it holds NUL bytes). Fix: pass the workers' text log (.out/.err/.log)"
+        )
+    return data.decode("utf-8", errors="replace")
+
+
 def _read_inputs(paths: Sequence[str]) -> dict[str, str]:
     """``{name: text}`` of each LOG argument: a file, ``-`` (stdin), or a directory's worker-*.out/.err files."""
     texts: dict[str, str] = {}
@@ -46,11 +80,15 @@ def _read_inputs(paths: Sequence[str]) -> dict[str, str]:
         if path.is_dir():
             files = sorted(f for f in path.iterdir() if WORKER_FILE.match(f.name) and f.is_file())
             if not files:
-                raise OSError(f"{path}: a directory without worker-*.out/.err files")
+                raise OSError(
+                    f"{path}: a directory without worker-*.out/.err files. Fix: pass the log files themselves"
+                )
             for f in files:
-                texts[str(f)] = f.read_bytes().decode("utf-8", errors="replace")
+                texts[str(f)] = read_log(f)
             continue
-        texts[str(path)] = path.read_bytes().decode("utf-8", errors="replace")
+        if not path.exists():
+            raise OSError(f"{path} does not exist. Fix: check the path (a log file, a folder of worker logs, or -)")
+        texts[str(path)] = read_log(path)
     return texts
 
 
@@ -58,7 +96,7 @@ def _cli_audit(args: argparse.Namespace) -> int:
     try:
         texts = _read_inputs(args.logs)
     except OSError as e:
-        print(f"error: cannot read the log: {e}", file=sys.stderr)
+        print(f"error: cannot read the log: {e.strerror if e.filename else e}", file=sys.stderr)
         return 2
     if args.marker:
         try:

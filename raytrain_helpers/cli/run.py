@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
-from ..core.config import coerce_scalar, load
+from ..core.config import load
 from ..steps import teardown
-from .args import add_settings_args, settings_from_args
-from .runner import list_notebooks, run_notebooks
+from .args import add_settings_args, cli_params, settings_from_args
+from .runner import canonical_params, list_notebooks, run_notebooks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli_run(args: argparse.Namespace) -> int:
-    params = {k: v for k, v in (args.params or [])}
+    params = cli_params(args)
     if args.run_name:
         params["run_name"] = args.run_name
     if args.target:
@@ -46,10 +45,9 @@ def _cli_run(args: argparse.Namespace) -> int:
         _print_notebook_parameters()
         return 0
     t0 = time.time()
-    typed = {k: _typed(v) for k, v in params.items()}
     results = run_notebooks(
         settings,
-        params=typed,
+        params=canonical_params(settings, params),
         env_file=args.env_file,
         files=args.files,
         only=args.only,
@@ -69,10 +67,6 @@ def _print_notebook_parameters() -> None:
     for nb in list_notebooks():
         ps = pm.inspect_notebook(str(nb))
         print(f"{nb.stem}: " + ", ".join(f"{k}={v['default']}" for k, v in ps.items()))
-
-
-def _typed(v: Any) -> Any:
-    return coerce_scalar(v) if isinstance(v, str) else v
 
 
 def _cli_down(args: argparse.Namespace) -> int:

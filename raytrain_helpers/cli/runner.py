@@ -1,10 +1,12 @@
 """Execute the tutorial notebooks in order with papermill (what ``raytrain-tutorial run`` drives).
 
 Executed copies land in ``runs/<run_name>/notebooks/``; ``runs/<run_name>/run_state.json`` records each
-notebook's outcome and the parameters it ran with. Re-running resumes: notebooks that already succeeded
-with the same parameters are skipped, from the first one that did not; the cluster step (02) is run again
-before a resumed later step because it is idempotent (it reuses a running cluster). The run stops at the
-first failing cell and shows it.
+notebook's outcome, the resolved settings it ran with (whatever their source: env.yaml, ``-f`` files,
+``RAYTRAIN_*`` variables, ``-p``) and its file's fingerprint. Re-running resumes: a notebook runs again when it
+never ran, failed, its settings changed, its file changed or its other parameters changed (the summary says
+which); from the first such notebook on, everything runs. The cluster step (02) is run again before a resumed
+later step because it is idempotent (it reuses a running cluster). The run stops at the first failing cell and
+shows it.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import ConfigError, Settings, loaded_env_file
-from ..core.paths import notebooks_dir, run_dir
+from ..core.config import FLAT_FIELDS, ConfigError, Settings, loaded_env_file, parse_param
+from ..core.paths import notebooks_dir, run_dir, runs_dir
 from ..core.tables import table
-from ..targets import for_settings
+from ..targets import for_settings, local
 
 #: The notebook re-run before a resumed later one: it brings the cluster up again, or reuses a running one.
 CLUSTER_STEP = "02_cluster"
+#: The last notebook: it stops the cluster, and needs none running.
+TEARDOWN_STEP = "08_teardown"
 
 
 def list_notebooks(directory: Path | None = None) -> list[Path]:
@@ -46,7 +50,10 @@ class NotebookResult:
 def notebook_params(
     settings: Settings, params: dict[str, Any], env_file: str | None, files: list[str]
 ) -> dict[str, Any]:
-    """The papermill parameters every notebook gets: the given ones, run_name, target and the settings files."""
+    """The papermill parameters every notebook gets: the given ones, run_name, target and the settings files.
+
+    ``params`` holds flat setting names (see :func:`canonical_params`) and notebook-only parameters.
+    """
     nb_params = dict(params)
     nb_params["run_name"] = settings.run_name
     nb_params["target"] = for_settings(settings).NAME
@@ -57,6 +64,91 @@ def notebook_params(
     if files:
         nb_params["override_files"] = [str(Path(f).resolve()) for f in files]
     return nb_params
+
+
+def canonical_params(settings: Settings, params: dict[str, Any]) -> dict[str, Any]:
+    """``-p`` parameters as the notebooks' parameters cells take them: each setting under its flat name
+    (``train.steps`` and ``STEPS`` become ``steps``) with the value the loaded settings hold for it
+    (``k8s_version`` stays the string ``"1.30"``)."""
+    flat = settings.flat()
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name, _ = parse_param(key, value)
+        out[name] = flat[name]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# What to re-run: a pure decision over the recorded state and the current fingerprints
+# --------------------------------------------------------------------------------------------
+
+#: Notebook parameters that are paths of the settings files: their contents count (through the settings), not
+#: where they are.
+PATH_PARAMS = ("env_file", "override_files")
+
+
+def settings_snapshot(settings: Settings) -> dict[str, Any]:
+    """The resolved settings by dotted name (``train.steps``): what a notebook ran with, whatever the source."""
+    out: dict[str, Any] = {}
+    for key, value in settings.public_dict().items():
+        if isinstance(value, dict) and key in settings.__class__.model_fields and key not in ("target", "run_name"):
+            out.update({f"{key}.{leaf}": v for leaf, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def notebook_digest(path: Path) -> str:
+    """A notebook file's fingerprint (its bytes)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def other_params(nb_params: dict[str, Any]) -> dict[str, Any]:
+    """The notebook parameters that are not settings (``assume_yes``, ``probe``...), JSON-comparable."""
+    rest = {k: v for k, v in nb_params.items() if k not in FLAT_FIELDS and k not in PATH_PARAMS}
+    return json.loads(json.dumps(rest, sort_keys=True, default=str))
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
+    keys = sorted(set(old) | set(new))
+    diffs = [f"{k} {_show(old.get(k))} \u2192 {_show(new.get(k))}" for k in keys if old.get(k) != new.get(k)]
+    more = f" (+{len(diffs) - limit} more)" if len(diffs) > limit else ""
+    return ", ".join(diffs[:limit]) + more
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else json.dumps(value)
+
+
+def rerun_reason(
+    record: dict[str, Any] | None, settings_now: dict[str, Any], digest_now: str, params_now: dict[str, Any]
+) -> str | None:
+    """Why a notebook must run again, or None when its last run succeeded with exactly these inputs."""
+    if not record:
+        return "never ran"
+    if record.get("status") != "ok":
+        return "failed last time"
+    if "settings" not in record:
+        return "no settings recorded for its last run"
+    if record["settings"] != settings_now:
+        return "settings changed: " + _changes(record["settings"], settings_now)
+    if record.get("notebook") != digest_now:
+        return "notebook changed"
+    if record.get("other_params", {}) != params_now:
+        return "parameters changed: " + _changes(record.get("other_params", {}), params_now)
+    return None
+
+
+def rerun_reasons(
+    steps: dict[str, dict[str, Any]],
+    settings_now: dict[str, Any],
+    digests: dict[str, str],
+    params_now: dict[str, Any],
+) -> dict[str, str | None]:
+    """:func:`rerun_reason` of every notebook in ``digests`` (name -> digest), from the recorded ``steps``."""
+    return {name: rerun_reason(steps.get(name), settings_now, d, params_now) for name, d in digests.items()}
 
 
 def check_selectors(names: list[str], only: list[str] | None, start_from: str | None) -> None:
@@ -88,10 +180,6 @@ def select_steps(
     return selected, to_run
 
 
-def _params_hash(params: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def _state_path(rd: Path) -> Path:
     return rd / "run_state.json"
 
@@ -109,6 +197,52 @@ def _save_state(rd: Path, state: dict[str, Any]) -> None:
     tmp.replace(_state_path(rd))
 
 
+def plan_run(
+    names: list[str],
+    reasons: dict[str, str | None],
+    only: list[str] | None = None,
+    start_from: str | None = None,
+    force: bool = False,
+) -> tuple[list[str], dict[str, str]]:
+    """The notebooks the run shows, and those it executes with the reason each one runs (pure)."""
+    done = {n for n in names if reasons.get(n) is None and not force}
+    selected, to_run = select_steps(names, done, only, start_from)
+    why: dict[str, str] = {}
+    for name in selected:
+        if name not in to_run:
+            continue
+        if force:
+            why[name] = "--force"
+        elif reasons.get(name):
+            why[name] = str(reasons[name])
+        elif only or start_from:
+            why[name] = "selected (--only/--from)"
+        elif name == CLUSTER_STEP and name not in why and not why:
+            why[name] = "re-run before resuming (reuses a running cluster)"
+        else:
+            why[name] = "an earlier notebook ran again"
+    return selected, why
+
+
+def needs_cluster(name: str) -> bool:
+    """Whether a notebook works on the running cluster: those after the cluster step, except the teardown."""
+    return name > CLUSTER_STEP and name != TEARDOWN_STEP
+
+
+def check_cluster_first(settings: Settings, to_run: list[str]) -> None:
+    """Refuse, before anything is created, a local run whose first notebooks need a cluster that is not running."""
+    if not to_run or CLUSTER_STEP in to_run or not needs_cluster(to_run[0]):
+        return
+    if for_settings(settings).NAME != "local" or local.status(settings).running:
+        return
+    loc = settings.local
+    raise ConfigError(
+        f"{to_run[0]} needs the local Ray cluster, and none is running on 127.0.0.1:{loc.gcs_port} "
+        f"(local.gcs_port) / :{loc.dashboard_port} (local.dashboard_port). Fix: start it first with "
+        f"`raytrain-tutorial run --only 02` (or `raytrain-tutorial up`), or run from the start without --only"
+    )
+
+
 def run_notebooks(
     settings: Settings,
     *,
@@ -122,48 +256,53 @@ def run_notebooks(
     stream_output: bool = False,
 ) -> list[NotebookResult]:
     """Run the notebooks (see the module docstring), print a summary table and return each one's outcome."""
-    rd = run_dir(settings)
-    out_dir = rd / "notebooks"
-    out_dir.mkdir(parents=True, exist_ok=True)
     nbs = list_notebooks()
     if not nbs:
         raise FileNotFoundError(f"no notebooks found in {notebooks_dir()}")
     names = [p.stem for p in nbs]
     check_selectors(names, only, start_from)
     nb_params = notebook_params(settings, params, env_file, files)
-    phash = _params_hash(nb_params)
-    state = {} if force else _load_state(rd)
-    done = {k for k, v in state.get("steps", {}).items() if v.get("status") == "ok" and v.get("params") == phash}
-    selected, to_run = select_steps(names, done, only, start_from)
-
+    snapshot, extra = settings_snapshot(settings), other_params(nb_params)
+    by_name = {p.stem: p for p in nbs}
+    digests = {name: notebook_digest(path) for name, path in by_name.items()}
+    state = _load_state(runs_dir(settings) / settings.run_name)
+    state.setdefault("steps", {})
+    selected, why = plan_run(names, rerun_reasons(state["steps"], snapshot, digests, extra), only, start_from, force)
+    check_cluster_first(settings, [n for n in selected if n in why])
+    rd = run_dir(settings)
+    out_dir = rd / "notebooks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state["params"] = nb_params
     results: list[NotebookResult] = []
     failed = False
-    state.setdefault("steps", {})
-    state["params"] = nb_params
-    by_name = {p.stem: p for p in nbs}
     for name in selected:
-        nb = by_name[name]
         if failed:
             results.append(NotebookResult(name, "not run"))
             continue
-        if name not in to_run:
-            results.append(NotebookResult(name, "skipped", detail="done earlier with the same parameters"))
+        if name not in why:
+            results.append(NotebookResult(name, "skipped", detail="done earlier with the same settings and notebook"))
             continue
-        out = out_dir / nb.name
-        result = _execute(nb, out, nb_params, kernel, stream_output)
-        results.append(result)
+        out = out_dir / by_name[name].name
+        result = _execute(by_name[name], out, nb_params, kernel, stream_output)
         failed = result.status == "failed"
-        record = {"status": result.status, "params": phash, "seconds": round(result.seconds, 1), "output": str(out)}
+        record = {"status": result.status, "seconds": round(result.seconds, 1), "output": str(out)}
+        record.update(settings=snapshot, notebook=digests[name], other_params=extra, reason=why[name])
         state["steps"][name] = {**record, "error": result.detail} if failed else record
+        result.detail = result.detail if failed else why[name]
+        results.append(result)
         _save_state(rd, state)
+    _summary(settings, results)
+    return results
+
+
+def _summary(settings: Settings, results: list[NotebookResult]) -> None:
     print()
     table(
         [(r.name, r.status, f"{r.seconds:.0f} s" if r.seconds else "", r.detail) for r in results],
-        ["notebook", "status", "time", "detail"],
+        ["notebook", "status", "time", "why / detail"],
         title=f"run {settings.run_name!r} on target {for_settings(settings).NAME!r}",
         max_width=100,
     )
-    return results
 
 
 def _execute(nb: Path, out: Path, nb_params: dict[str, Any], kernel: str, stream_output: bool) -> NotebookResult:

@@ -138,9 +138,9 @@ def test_run_command_types_parameters_and_lists(fake_notebooks, repo_root, capsy
 def test_run_command_fails_on_a_failing_notebook(fake_notebooks, repo_root, capsys):
     counts, fail, _ = fake_notebooks
     fail.write_text("x")
-    assert _cli("run", "--env-file", str(repo_root / "env.yaml"), "--run-name", "cli-fail", "--from", "03") == 1
+    assert _cli("run", "--env-file", str(repo_root / "env.yaml"), "--run-name", "cli-fail", "--from", "02") == 1
     assert "FAILED at 03_flaky" in capsys.readouterr().out
-    assert _counts(counts) == {"03_flaky": 1}
+    assert _counts(counts) == {"02_cluster": 1, "03_flaky": 1}
 
 
 @pytest.mark.parametrize("argv, ok, assume_yes", [(["down"], True, False), (["down", "--yes"], False, True)])
