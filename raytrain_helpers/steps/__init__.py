@@ -3,7 +3,7 @@
 01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify · 07 benchmark · 08 teardown
 """
 
-from . import benchmark, capacity, cluster, kuberay, overview, plugins, teardown, train, verify
+from . import benchmark, capacity, cluster, display, kuberay, overview, plugins, teardown, train, verify
 from .overview import describe
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "capacity",
     "cluster",
     "describe",
+    "display",
     "kuberay",
     "overview",
     "plugins",

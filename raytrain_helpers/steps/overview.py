@@ -12,6 +12,7 @@ def describe(settings: Settings) -> None:
     target = for_settings(settings)
     print(f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}")
     print(
-        f"model {t.model_preset} | steps {t.steps} | seq_len {t.seq_len} | batch {t.batch_size}/worker | "
-        f"workers {t.num_workers or 'all'} | Ray {settings.versions.ray_version} | image {settings.versions.dlc_image}"
+        f"model {t.model_id or t.model_preset} | steps {t.steps} | seq_len {t.seq_len} | batch {t.batch_size}/worker"
+        f" | workers {t.num_workers or 'all'}"
     )
+    print(f"Ray {settings.versions.ray_version} | image {settings.versions.dlc_image}")

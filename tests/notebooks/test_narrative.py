@@ -1,0 +1,184 @@
+"""The notebooks teach: enough prose, the same opening and a troubleshooting section in every chapter, and every
+`rt.` name a code cell uses exists in the package. Pure: the notebooks are generated, not executed."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import raytrain_helpers as rt
+from raytrain_helpers.steps import display
+
+REPO = Path(__file__).resolve().parents[2]
+MIN_WORDS = 3500
+OPENING = ("**What you will learn**", "**Time**", "**Cost on aws**", "**Prerequisites**")
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_notebooks", REPO / "notebooks" / "make_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def generator():
+    return _generator()
+
+
+@pytest.fixture(scope="module")
+def notebooks(generator, tmp_path_factory):
+    out = tmp_path_factory.mktemp("generated")
+    paths = generator.write_sources(out)
+    return {p.stem: nbformat.read(p, as_version=4) for p in paths}
+
+
+def markdown_words(nb) -> int:
+    return sum(len(re.findall(r"[A-Za-z0-9][\w'.-]*", c.source)) for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_the_chapters_carry_enough_prose(notebooks):
+    assert list(notebooks) == ["01_capacity", "02_cluster", "03_plugins", "04_kuberay", "05_train", "06_verify",
+                               "07_benchmark", "08_teardown"]  # fmt: skip
+    total = sum(markdown_words(nb) for nb in notebooks.values())
+    assert total >= MIN_WORDS, f"{total} words of prose across the notebooks"
+    for name, nb in notebooks.items():
+        assert markdown_words(nb) >= 250, name
+
+
+def test_every_chapter_opens_the_same_way_and_ends_with_troubleshooting(notebooks):
+    for name, nb in notebooks.items():
+        first = nb.cells[0]
+        assert first.cell_type == "markdown" and first.source.startswith("# 0"), name
+        for heading in OPENING:
+            assert heading in first.source, (name, heading)
+        assert "parameters" in nb.cells[1].metadata.get("tags", []), name
+        assert "cost_note(cfg" in nb.cells[3].source, name
+        sections = [c.source for c in nb.cells if c.cell_type == "markdown" and re.match(r"## \d+\. ", c.source)]
+        assert len(sections) >= 2, name
+        numbers = [int(re.match(r"## (\d+)\.", s).group(1)) for s in sections]
+        assert numbers == list(range(1, len(numbers) + 1)), (name, numbers)
+        last = nb.cells[-1]
+        assert last.cell_type == "markdown" and last.source.startswith("## Troubleshooting"), name
+        assert last.source.count("You see:") >= 3 and last.source.count("Fix:") >= 3, name
+
+
+def test_important_outputs_are_explained(notebooks):
+    """Every step call and every artifact shown is followed by prose before the next code cell (or the check)."""
+    for name, nb in notebooks.items():
+        explained = 0
+        for cell, after in zip(nb.cells, nb.cells[1:], strict=False):
+            if cell.cell_type == "code" and re.search(
+                r"\.show\(\)|show_manifest|criteria_view|show_source", cell.source
+            ):
+                explained += after.cell_type == "markdown"
+        assert explained >= 1, name
+
+
+def _rt_chains(source: str) -> list[str]:
+    """Dotted names rooted at ``rt`` in a cell (``rt.steps.train.submit``), outermost only."""
+    chains = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "rt":
+                chains.append(".".join(["rt", *reversed(parts)]))
+    return [c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains)]
+
+
+def _string_args(source: str, func: str) -> list[str]:
+    """The literal first arguments of calls to ``...func(...)`` in a cell."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == func:
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                out.append(node.args[0].value)
+    return out
+
+
+def test_every_rt_name_in_a_code_cell_exists(notebooks):
+    checked = 0
+    for name, nb in notebooks.items():
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            source = "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
+            for chain in _rt_chains(source):
+                obj = rt
+                for part in chain.split(".")[1:]:
+                    assert hasattr(obj, part), f"{name}: {chain} ({part!r} does not exist)"
+                    obj = getattr(obj, part)
+                checked += 1
+            for target in _string_args(source, "show_source"):
+                assert display.resolve(target) is not None, (name, target)
+            for step in _string_args(source, "equivalent_commands"):
+                assert step in display.STEP_COMMANDS, (name, step)
+            for manifest in _string_args(source, "show_manifest"):
+                assert manifest in display.MANIFEST_NAMES, (name, manifest)
+    assert checked > 40
+
+
+def test_generation_is_stable_and_valid(generator, notebooks, tmp_path):
+    """A second, independent generation gives the same cell ids (no random ids: regenerating diffs cleanly)."""
+    again = {p.stem: nbformat.read(p, as_version=4) for p in _generator().write_sources(tmp_path)}
+    for name, nb in notebooks.items():
+        nbformat.validate(nb)
+        assert [c.id for c in nb.cells] == [c.id for c in again[name].cells], name
+        assert nb.metadata.kernelspec == generator.KERNELSPEC
+
+
+def test_the_committed_notebooks_are_the_generated_ones(notebooks):
+    """The cells of notebooks/*.ipynb are what make_notebooks.py writes (run it with --refresh after editing)."""
+    for name, nb in notebooks.items():
+        committed = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+        assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in nb.cells], (
+            f"{name}.ipynb differs from make_notebooks.py: run `python notebooks/make_notebooks.py --refresh`"
+        )
+        assert committed.metadata.kernelspec == nb.metadata.kernelspec, name
+
+
+def test_normalise_makes_an_executed_notebook_open_unmodified(generator):
+    """What --refresh does after papermill: the kernelspec JupyterLab would rewrite, split streams merged,
+    papermill's metadata dropped, the throw-away runs folder shown as runs/ in ignored outputs, and a warning
+    for a machine detail left in an output nbval compares."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    runs = "/tmp/raytrain-refresh-x1/runs"
+    ignored = new_code_cell(f"{generator.IGNORE}\nrun = 1", metadata={"papermill": {"duration": 1.0}})
+    ignored.outputs = [
+        new_output("stream", name="stdout", text=f"storage={runs}/tutorial/storage\n"),
+        new_output(
+            "stream",
+            name="stdout",
+            text="2026-12-01 02:47:23,427\tINFO worker.py:2015 -- Connected to Ray cluster. View the dashboard at "
+            "http://127.0.0.1:8266 \n(RayTrainWorker pid=7, ip=10.0.3.7) [train] step 1/8\n",
+        ),
+        new_output("stream", name="stdout", text="[train] step 1/8\n"),
+        new_output("stream", name="stderr", text="warning\n"),
+    ]
+    compared = new_code_cell("run.show()")
+    compared.outputs = [new_output("stream", name="stdout", text=f"job on 10.0.3.7 SUCCEEDED, {runs}/tutorial\n")]
+    nb = new_notebook(
+        cells=[ignored, compared],
+        metadata={"papermill": {}, "kernelspec": {"name": "python3", "display_name": "Python 3"}},
+    )
+    warnings = generator.normalise(nb, runs)
+    assert nb.metadata.kernelspec == generator.KERNELSPEC and "papermill" not in nb.metadata
+    assert [o["name"] for o in ignored.outputs] == ["stdout", "stderr"]
+    assert ignored.outputs[0]["text"] == (
+        "storage=runs/tutorial/storage\n(RayTrainWorker pid=7, ip=<node ip>) [train] step 1/8\n[train] step 1/8\n"
+    )
+    assert "papermill" not in ignored.metadata
+    assert compared.outputs[0]["text"] == f"job on 10.0.3.7 SUCCEEDED, {runs}/tutorial\n"  # nbval compares it
+    assert warnings == [
+        f"cell {compared.id}: the throw-away runs folder in a compared output",
+        f"cell {compared.id}: an IP address in a compared output",
+    ]
