@@ -197,7 +197,7 @@ def read_texts(source: str):
     if low.endswith(".txt"):
         return ray.data.read_text(source, **zero)
     if low.endswith((".jsonl", ".json")):
-        return ray.data.read_json(source, lines=low.endswith(".jsonl"), **zero).select_columns(["text"])
+        return ray.data.read_json(source, lines=low.endswith(".jsonl"), **zero).select_columns(["text"], num_cpus=0)
     if low.endswith(".parquet"):
         return ray.data.read_parquet(source, columns=["text"], **zero)
     ext = _folder_extension(source)
@@ -205,7 +205,7 @@ def read_texts(source: str):
         return ray.data.read_text(source, file_extensions=["txt"], **zero)
     if ext in (".jsonl", ".json"):
         return ray.data.read_json(source, file_extensions=[ext[1:]], lines=ext == ".jsonl", **zero).select_columns(
-            ["text"]
+            ["text"], num_cpus=0
         )
     return ray.data.read_parquet(source, columns=["text"], file_extensions=["parquet"], **zero)
 
@@ -232,7 +232,9 @@ def _random_rows(n: int, seq_len: int, vocab: int, seed: int):
     import ray.data
 
     ids = np.random.default_rng(seed).integers(0, vocab, size=(max(n, 1), seq_len), dtype=np.int64)
-    return ray.data.from_numpy(ids).rename_columns({"data": "input_ids"})
+    # num_cpus=0 like every other operator here: the training workers hold the nodes' CPUs, and an operator
+    # asking for one would wait for ever
+    return ray.data.from_numpy(ids).rename_columns({"data": "input_ids"}, num_cpus=0)
 
 
 def data_config():
