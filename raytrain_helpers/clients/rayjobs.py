@@ -267,6 +267,32 @@ def visible_line(raw: str) -> str | None:
     return body if body.startswith(("[train] ", "[driver] ")) else line
 
 
+#: Ray's own words for an error it logs with a traceback but that needs nothing from the user (seen: Ray Train's
+#: controller failing to send an autoscaling resource request on a busy machine).
+BENIGN_RE = re.compile(r"safe to ignore this error")
+#: Lines inside a traceback: its header, indented frames, and the exception line of a Ray module.
+_TRACEBACK_BODY_RE = re.compile(r"^(Traceback \(most recent call last\)|\s|ray\.exceptions\.)")
+#: The marker :func:`filter_log` keeps in its window while it drops an actor's benign traceback.
+_BENIGN_MARK = "\x00benign "
+
+
+def benign_traceback(raw: str, window: list[str]) -> bool:
+    """True for a line of a traceback Ray itself called safe to ignore (the line saying so included); the state is
+    one marker entry in ``window``, so it carries over between calls like the de-duplication window does."""
+    line = _ANSI_RE.sub("", raw).rstrip("\r\n")
+    actor = _ACTOR_RE.match(line)
+    pid = actor.group("pid") if actor else ""
+    marks = [w for w in window if w.startswith(_BENIGN_MARK)]
+    if BENIGN_RE.search(line):
+        window[:] = [w for w in window if w not in marks] + [_BENIGN_MARK + pid]
+        return True
+    if marks and marks[-1] == _BENIGN_MARK + pid and _TRACEBACK_BODY_RE.match(_ACTOR_RE.sub("", line, count=1)):
+        return True
+    if marks and marks[-1] == _BENIGN_MARK + pid:
+        window[:] = [w for w in window if w not in marks]
+    return False
+
+
 def filter_log(lines: Iterable[str], recent: tuple[str, ...] = ()) -> tuple[list[str], tuple[str, ...]]:
     """Pure: the lines the learner sees, and the window of recent visible lines to pass to the next call.
 
@@ -275,6 +301,8 @@ def filter_log(lines: Iterable[str], recent: tuple[str, ...] = ()) -> tuple[list
     shown: list[str] = []
     window = list(recent)
     for raw in lines:
+        if benign_traceback(raw, window):
+            continue
         text = visible_line(raw)
         if text is None:
             continue
@@ -422,11 +450,14 @@ class _Follow:
         return got
 
     def show(self, lines: list[str]) -> None:
+        # a progress object that draws nothing (``enabled = False``: no widget front end) still gets the
+        # metrics, and the plain step line is printed as without one
+        drawn = self.progress is not None and getattr(self.progress, "enabled", True)
         for line in lines:
             metrics = parse_step_line(line) if self.progress is not None else None
             if metrics is not None:
                 self.progress.update(metrics)
-            elif not self.quiet:
+            if (metrics is None or not drawn) and not self.quiet:
                 print(line, flush=True)
 
     def check_deadline(self) -> None:

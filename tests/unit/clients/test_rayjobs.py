@@ -203,6 +203,15 @@ def test_follow_hands_steps_to_the_progress_object(capsys):
     assert "[train] step" not in out and "[train] throughput rank=1/2" in out
 
 
+def test_a_progress_object_that_draws_nothing_leaves_the_step_lines_printed(capsys):
+    """Headless (papermill, nbval) the live view draws nothing: the learner's plain step lines must stay."""
+    progress = Recorder()
+    progress.enabled = False
+    rayjobs.follow(TailingJobs(REAL_LOG), "job-1", progress=progress)
+    assert [u["step"] for u in progress.updates] == list(range(1, 9))
+    assert capsys.readouterr().out.count("[train] step ") == 8
+
+
 def test_follow_works_inside_a_running_event_loop(capsys):
     """A notebook kernel's event loop is running while a cell calls submit: following must still work."""
 
@@ -263,3 +272,18 @@ def test_filter_on_a_real_log_with_a_killed_worker_shows_the_restart():
     steps = [int(re.match(r"\[train\] step (\d+)/8", s).group(1)) for s in shown if s.startswith("[train] step ")]
     assert steps == [1, 2, *range(1, 9)], "the second worker group's steps are shown, each once"
     assert len(rayjobs.parse_attempts(log)) == 2
+
+
+def test_a_traceback_ray_calls_safe_to_ignore_is_hidden_and_a_real_one_is_not():
+    """From a real job on a busy machine: Ray Train's controller logs a failed resource request with a traceback
+    and says it is safe to ignore. The learner sees nothing of it; a traceback of the job itself stays visible."""
+    benign = (JOBS / "benign-traceback.log").read_text().splitlines()
+    shown, _ = rayjobs.filter_log(benign)
+    assert shown == [], shown
+    real = [
+        "(RayTrainWorker pid=7) Traceback (most recent call last):",
+        '(RayTrainWorker pid=7)   File "train.py", line 3, in step',
+        "(RayTrainWorker pid=7) RuntimeError: boom",
+    ]
+    shown, _ = rayjobs.filter_log(benign[:3] + real)
+    assert shown[0] == real[0] and shown[-1] == real[-1]
