@@ -38,8 +38,9 @@ def _run(name: str, out: Path, params: dict) -> str:
 
 def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, tmp_path):
     """05 with -p overrides trains 3 steps (checkpoint at 2 and 3); 05 again with more steps resumes from the
-    latest checkpoint; 06's verification then passes every criterion, the checkpoint reloaded into one process
-    (06 itself runs as a notebook in nbval)."""
+    latest checkpoint without repeating or skipping data; the held-out loss fell; the exported model loads and
+    generates; 06's verification then passes every criterion, the checkpoint reloaded into one process (06 itself
+    runs as a notebook in nbval)."""
     params = dict(TEST_LOCAL, run_name="pm-resume", steps=3, checkpoint_every=2, gpus_per_worker_node=0)
     text = _run("05_train", tmp_path / "05a.ipynb", params)
     assert "steps 0->3 of 3" in text and "SUCCEEDED" in text and "run pm-resume" in text
@@ -59,6 +60,21 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, t
     second = train.load_last(s)
     assert second.metrics["resumed_from"] == 3 and len(second.metrics["losses"]) == 2
     assert "[train] resumed from checkpoint at step 3" in second.logs
+
+    # Ray Data: each rank read its own batches, and the resumed run passed over exactly the ones trained before
+    # its checkpoint, then trained on new ones (a digest per batch, recorded by the workers)
+    for run in (first, second):
+        ranks = {r["rank"]: r for r in run.ranks}
+        assert not set(ranks[0]["data_digests"]) & set(ranks[1]["data_digests"]), "two ranks read the same batch"
+    for before in first.ranks:
+        after = next(r for r in second.ranks if r["rank"] == before["rank"])
+        assert after["skipped_digests"] == before["data_digests"] and len(after["data_digests"]) == 2
+        assert not set(after["data_digests"]) & set(before["data_digests"])
+    evals = second.metrics["evals"]
+    assert [st for st, _ in evals][0] == 0 and [st for st, _ in evals][-1] == 5
+    assert verify.learned(evals, second.metrics["data"])[0], evals
+    out = verify.generate(config.with_overrides(s, steps=5), show=False)  # the exported folder, from_pretrained
+    assert out["path"] == second.metrics["export_path"] and len(out["rows"]) >= 10 and out["after"] is not None
 
     v = verify.run(config.with_overrides(s, steps=5))  # 06's entry point, in this process
     assert v.ok, v.criteria.to_json()
