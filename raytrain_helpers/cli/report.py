@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 from ..core.config import ConfigError
@@ -80,8 +82,20 @@ def write_report(folder: Path, out: Path) -> Path:
     """Render the run's notebooks into one HTML file with no network references."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
-    html, _ = exporter.from_notebook_node(combined_notebook(folder))
+    # a virtual environment made with --system-site-packages finds nbconvert there but not its templates,
+    # which live under the base installation's share/jupyter: add that to Jupyter's search path for this call
+    base = Path(sys.base_prefix) / "share" / "jupyter"
+    saved = os.environ.get("JUPYTER_PATH")
+    if base.is_dir():
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (saved, str(base)) if p)
+    try:
+        exporter = HTMLExporter(template_name="lab", embed_images=True)
+        html, _ = exporter.from_notebook_node(combined_notebook(folder))
+    finally:
+        if saved is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = saved
     html = REMOTE_SCRIPT.sub("", html)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")

@@ -1065,4 +1065,6 @@ def efficiency(run: Any) -> Shown:
     cfg = getattr(run, "config", None) or {}
     mfu = [r.get("mfu") for r in getattr(run, "ranks", None) or []]
     per_rank = ", ".join(f"{m:.0%}" for m in mfu) if mfu and all(m is not None for m in mfu) else "n/a (CPU workers)"
-    return Shown(f"batch {cfg.get('batch_size')} per worker, kernels {cfg.get('kernels')}; MFU per rank: {per_rank}")
+    ran = [r.get("kernels") for r in getattr(run, "ranks", None) or [] if r.get("kernels")]
+    kernels = ran[0] if ran else cfg.get("kernels")
+    return Shown(f"batch {cfg.get('batch_size')} per worker, kernels {kernels}; MFU per rank: {per_rank}")

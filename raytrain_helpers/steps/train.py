@@ -62,7 +62,9 @@ def job_config(
         steps=steps or t.steps,
         seq_len=t.seq_len,
         batch_size=shape.batch_size,
-        kernels=shape.kernels,
+        # "auto" stays auto: each worker decides from its own device (the plan assumed shape.kernels)
+        kernels=t.kernels,
+        planned_kernels=shape.kernels,
         peak_tflops=perf.peak_table(),
         learning_rate=learning_rate(settings),
         seed=t.seed,
@@ -218,7 +220,8 @@ def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict
         "env_vars": worker_env(settings, extra_env),
     }
     pip = list(settings.train.extra_pip)
-    if cfg.get("kernels") == "liger" and not any(p.startswith("liger-kernel") for p in pip):
+    wants_liger = "liger" in (cfg.get("kernels"), cfg.get("planned_kernels"))
+    if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
         if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
             pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
     if pip:
