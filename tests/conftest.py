@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 #: The session's local Ray cluster: its own ports and temp root, and Ray token authentication on, so every job the
 #: tests submit through it (papermill kernels, the aws notebooks' port-forward) proves the token reaches Ray.
-#: ``RAYTRAIN_TEST_PORT_OFFSET`` moves the ports and temp root, so two checkouts can run their tests at once.
-_OFFSET = int(os.environ.get("RAYTRAIN_TEST_PORT_OFFSET", "0"))
+#: ``TUTORIAL_TEST_PORT_OFFSET`` moves the ports and temp root, so two checkouts can run their tests at once.
+_OFFSET = int(os.environ.get("TUTORIAL_TEST_PORT_OFFSET", "0"))
 TEST_LOCAL = dict(
     gcs_port=6397 + _OFFSET,
     dashboard_port=8277 + _OFFSET,

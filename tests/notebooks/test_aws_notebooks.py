@@ -258,7 +258,9 @@ def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_
     assert rows["head Ready + workers Running"] == ("PASS", "head Ready, workers Running 2/2")
     assert rows["job SUCCEEDED"] == ("PASS", "SUCCEEDED (cluster now says SUCCEEDED)")  # asked through the forward
     assert rows["NCCL transport as expected (efa) for every rank pair"][1].startswith("pass: 8 ranks on 2 host(s)")
-    assert {r for r, _ in rows.values()} == {"PASS"} and len(rows) == 13, rows
+    # 05 wrote its checkpoints to this machine's disk (the stand-in has no S3), so that row does not apply here
+    assert rows.pop("checkpoint in storage")[0] == "n/a", rows
+    assert {r for r, _ in rows.values()} == {"PASS"} and len(rows) >= 13, rows
     calls = kubeconfig.cluster.exec_log[n_exec:]
     workers = {p for p, _ in calls}
     assert len(workers) == 2 and all("-worker-" in p for p in workers)
@@ -297,6 +299,8 @@ def test_08_teardown_removes_everything_in_reverse_order(kubeconfig, aws, work):
         ("RayCluster ray-train/raytrain and its pods", "gone"),
         ("KubeRay operator", "gone"),
         ("device plugins", "gone"),
+        ("storage role raytrain-tutorial-ray-train-raytrain-s3 and its pod identity association", "gone"),
+        ("S3 checkpoint bucket raytrain-tutorial-123456789012-us-west-2", "gone"),
         ("GPU node group 'gpu-efa'", "gone"),
         ("EKS cluster raytrain-tutorial", "gone"),
     ]
