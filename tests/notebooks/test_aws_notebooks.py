@@ -229,7 +229,9 @@ def _serve_nccl_logs(st, work, healthy: str, other_run: str) -> str:
     """The worker pods serve this run's NCCL logs (``healthy``) and an earlier run's (``other_run``)."""
     import json
 
-    marker = json.loads((work / "runs" / RUN / "job.json").read_text())["config"]["marker"]
+    # 05 recorded its job beside the work folder's env.yaml, or under RAYTRAIN_RUNS_DIR when the session set it
+    records = [work / "runs" / RUN / "job.json", Path(os.environ.get("RAYTRAIN_RUNS_DIR", work)) / RUN / "job.json"]
+    marker = json.loads(next(p for p in records if p.is_file()).read_text())["config"]["marker"]
     nodes = st.gpu_nodes()
     files = ray_worker_logs((FIX / healthy).read_text(), marker, nodes)
     older = ray_worker_logs((FIX / other_run).read_text(), "0ldrun000000", nodes, job_id="01000000")
