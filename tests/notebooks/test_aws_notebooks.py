@@ -249,8 +249,13 @@ def _criteria(text: str) -> dict[str, tuple[str, str]]:
 def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_cluster, work):
     _serve_nccl_logs(kubeconfig, work, "synthetic-efa-2x4-healthy.log", "synthetic-efa-2x4-sockets-provider.log")
     n_exec = len(kubeconfig.cluster.exec_log)
-    text = run_nb("06_verify", work)
+    # 05 ran 2 CPU ranks through the stand-in while the pods serve the 8-rank EFA logs of a GPU run: 06 must
+    # notice that the audited logs are not this job's, and every other row passes
+    text = run_nb("06_verify", work, fails=True)
     rows = _criteria(text)
+    audit_world = rows.pop("NCCL audit covers the job's 2 ranks")
+    expected = ("FAIL", "world communicator in the audited NCCL logs: 8 ranks; the job: 2 ranks")
+    assert audit_world == expected, audit_world
     assert rows["GPUs allocatable on every GPU node"] == ("PASS", "2 GPU node(s) advertise nvidia.com/gpu=4")
     assert rows["EFA allocatable on every GPU node"][0] == "PASS"
     assert rows["EFA RDMA capability (fi_info -p efa)"] == (
