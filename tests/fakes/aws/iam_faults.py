@@ -27,6 +27,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from .moto_ext import shared_on_moto
+
 ACCOUNT = "123456789012"  # moto's default account
 ROLE_NAME = "raytrain-workshop"
 
@@ -74,18 +76,7 @@ class FaultState:
             self.hits.clear()
 
 
-def _shared_state() -> FaultState:
-    """One state per process even if this file is imported under two names (it lives on the moto package)."""
-    import moto
-
-    state = getattr(moto, "_raytrain_fault_state", None)
-    if state is None:
-        state = FaultState()
-        moto._raytrain_fault_state = state
-    return state
-
-
-FAULTS = _shared_state()
+FAULTS = shared_on_moto("_raytrain_fault_state", FaultState)
 
 
 def inject(operation: str, region: str, status: int, code: str, times: int | None = None) -> None:

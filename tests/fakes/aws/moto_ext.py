@@ -83,19 +83,19 @@ class FakeState:
             return [dict(r) for g in regs for r in self.reservations.get(g, {}).values()]
 
 
-def _shared_state() -> FakeState:
-    """One state per process, even if this file is imported under two names (fakes.aws.moto_ext and
-    tests.fakes.aws.moto_ext): it lives on the moto package."""
+def shared_on_moto(attr: str, factory):
+    """One object per process, even if a fakes module is imported under two names (fakes.aws.X and
+    tests.fakes.aws.X): it lives on the moto package, under ``attr``."""
     import moto
 
-    state = getattr(moto, "_raytrain_fake_state", None)
+    state = getattr(moto, attr, None)
     if state is None:
-        state = FakeState()
-        moto._raytrain_fake_state = state
+        state = factory()
+        setattr(moto, attr, state)
     return state
 
 
-FAKE = _shared_state()
+FAKE = shared_on_moto("_raytrain_fake_state", FakeState)
 
 
 def _now() -> _dt.datetime:
