@@ -272,36 +272,42 @@ def visible_line(raw: str) -> str | None:
 BENIGN_RE = re.compile(r"safe to ignore this error")
 #: Lines inside a traceback: its header, indented frames, and the exception line of a Ray module.
 _TRACEBACK_BODY_RE = re.compile(r"^(Traceback \(most recent call last\)|\s|ray\.exceptions\.)")
-#: The marker :func:`filter_log` keeps in its window while it drops an actor's benign traceback.
-_BENIGN_MARK = "\x00benign "
 
 
-def benign_traceback(raw: str, window: list[str]) -> bool:
-    """True for a line of a traceback Ray itself called safe to ignore (the line saying so included); the state is
-    one marker entry in ``window``, so it carries over between calls like the de-duplication window does."""
+@dataclass(frozen=True)
+class FilterState:
+    """What :func:`filter_log` carries from one call to the next."""
+
+    #: the last ``DEDUP_WINDOW`` visible lines (with Ray's actor prefix), to show each line once
+    recent: tuple[str, ...] = ()
+    #: the actor pid whose traceback Ray called safe to ignore, while its lines are being dropped
+    benign_pid: str | None = None
+
+
+def benign_traceback(raw: str, benign_pid: str | None) -> tuple[bool, str | None]:
+    """Whether to drop this line as part of a traceback Ray itself called safe to ignore (the line saying so
+    included), and the pid whose traceback is being dropped after it."""
     line = _ANSI_RE.sub("", raw).rstrip("\r\n")
     actor = _ACTOR_RE.match(line)
     pid = actor.group("pid") if actor else ""
-    marks = [w for w in window if w.startswith(_BENIGN_MARK)]
     if BENIGN_RE.search(line):
-        window[:] = [w for w in window if w not in marks] + [_BENIGN_MARK + pid]
-        return True
-    if marks and marks[-1] == _BENIGN_MARK + pid and _TRACEBACK_BODY_RE.match(_ACTOR_RE.sub("", line, count=1)):
-        return True
-    if marks and marks[-1] == _BENIGN_MARK + pid:
-        window[:] = [w for w in window if w not in marks]
-    return False
+        return True, pid
+    if benign_pid == pid and _TRACEBACK_BODY_RE.match(_ACTOR_RE.sub("", line, count=1)):
+        return True, pid
+    return False, None if benign_pid == pid else benign_pid
 
 
-def filter_log(lines: Iterable[str], recent: tuple[str, ...] = ()) -> tuple[list[str], tuple[str, ...]]:
-    """Pure: the lines the learner sees, and the window of recent visible lines to pass to the next call.
+def filter_log(lines: Iterable[str], state: FilterState = FilterState()) -> tuple[list[str], FilterState]:
+    """Pure: the lines the learner sees, and the state to pass to the next call.
 
     A line is shown once: a repetition of one of the last ``DEDUP_WINDOW`` visible lines (same actor and pid, same
     text) is dropped, so a step of a restarted worker group (another pid) is shown again."""
     shown: list[str] = []
-    window = list(recent)
+    window = list(state.recent)
+    benign_pid = state.benign_pid
     for raw in lines:
-        if benign_traceback(raw, window):
+        skip, benign_pid = benign_traceback(raw, benign_pid)
+        if skip:
             continue
         text = visible_line(raw)
         if text is None:
@@ -311,7 +317,7 @@ def filter_log(lines: Iterable[str], recent: tuple[str, ...] = ()) -> tuple[list
             continue
         window.append(key)
         shown.append(text)
-    return shown, tuple(window[-DEDUP_WINDOW:])
+    return shown, FilterState(tuple(window[-DEDUP_WINDOW:]), benign_pid)
 
 
 class LogView:
@@ -319,13 +325,13 @@ class LogView:
 
     def __init__(self) -> None:
         self._partial = ""
-        self._recent: tuple[str, ...] = ()
+        self._state = FilterState()
 
     def feed(self, chunk: str, *, final: bool = False) -> list[str]:
         text = self._partial + chunk
         lines = text.split("\n")
         self._partial = "" if final else lines.pop()
-        shown, self._recent = filter_log(lines, self._recent)
+        shown, self._state = filter_log(lines, self._state)
         return shown
 
 
