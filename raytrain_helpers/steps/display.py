@@ -39,6 +39,7 @@ from ..core.tables import format_table
 from ..plan import cost, eksctl, manifests, plugins, raycluster, render
 from ..targets import for_settings
 from ..targets.aws.placement import QUOTA_CLASSES, quota_class
+from .verify import ran_kernels
 
 #: No table or listing line is wider than this (fits a 1,280 px browser window without wrapping).
 MAX_WIDTH = 110
@@ -1065,6 +1066,4 @@ def efficiency(run: Any) -> Shown:
     cfg = getattr(run, "config", None) or {}
     mfu = [r.get("mfu") for r in getattr(run, "ranks", None) or []]
     per_rank = ", ".join(f"{m:.0%}" for m in mfu) if mfu and all(m is not None for m in mfu) else "n/a (CPU workers)"
-    ran = [r.get("kernels") for r in getattr(run, "ranks", None) or [] if r.get("kernels")]
-    kernels = ran[0] if ran else cfg.get("kernels")
-    return Shown(f"batch {cfg.get('batch_size')} per worker, kernels {kernels}; MFU per rank: {per_rank}")
+    return Shown(f"batch {cfg.get('batch_size')} per worker, kernels {ran_kernels(run)}; MFU per rank: {per_rank}")
