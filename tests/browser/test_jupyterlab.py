@@ -152,7 +152,7 @@ def _screenshot(page, path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
-def test_learner_runs_the_notebook_in_jupyterlab(name, browser, lab, local_cluster, tmp_path):
+def test_learner_runs_the_notebook_in_jupyterlab(name, browser, lab, tmp_path):
     root, url = lab
     nb_path = _prepare(root, name, run_name=f"browser-{name[:2]}")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
