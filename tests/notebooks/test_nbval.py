@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,12 +44,20 @@ def _nbval(paths, tmp_path, timeout=1500):
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _first_failure(out: str) -> str:
+    """What a reader needs when nbval fails: the list of failed cells and the first failure in full (a later
+    failure is usually a consequence of the first), not the tail."""
+    failed = [line for line in out.splitlines() if line.startswith("FAILED ")]
+    blocks = re.split(r"\n_{3,} .* _{3,}\n", out, maxsplit=2)
+    first = blocks[1][:5000] if len(blocks) > 1 else out[-5000:]
+    return "\n".join([*failed[:30], "--- first failure ---", first])
+
+
 def test_committed_notebooks_reproduce_their_outputs(tmp_path):
     notebooks = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert [p.stem[:2] for p in notebooks] == ["01", "02", "03", "04", "05", "06", "07", "08"]
     r = _nbval(notebooks, tmp_path)
-    tail = (r.stdout + r.stderr)[-6000:]
-    assert r.returncode == 0, tail
+    assert r.returncode == 0, _first_failure(r.stdout + r.stderr)
     assert " passed" in r.stdout and " failed" not in r.stdout
 
 
