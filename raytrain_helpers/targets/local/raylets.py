@@ -291,19 +291,19 @@ class _Recorder:
             tmp.replace(self.path)
 
 
-def _ray_start(args: list[str], env: dict[str, str], log: Path, node: str, recorder: _Recorder) -> None:
+def _ray_start(
+    args: list[str], env: dict[str, str], log: Path, node: str, recorder: _Recorder, aborted=lambda: False
+) -> None:
     """``ray start`` as the leader of a new session (the raylets outlive the kernel that started them); every
-    process it leaves in that session is recorded, started well or not, so a failure can stop them all."""
+    process it leaves in that session is recorded, started well or not, so a failure can stop them all.
+    ``aborted()`` says early that the start has failed (``ray start`` itself would wait 30 s more)."""
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args]
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
+            rc = _wait_or_kill(proc, 180.0, aborted)
         finally:
             # the session id is the leader's pid, which Linux does not reuse while a process of the session lives
             records = procs.session_records(proc.pid, node=node)
@@ -317,6 +317,80 @@ def _ray_start(args: list[str], env: dict[str, str], log: Path, node: str, recor
                 f.write(f"(the {node}'s raylet runs: waiting for it to register)\n")
             return
         raise LocalClusterError(f"`ray start` for the {node} failed (exit {rc}); see {log}:\n{tail}")
+
+
+def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, aborted) -> int:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            if aborted() or time.monotonic() > deadline:
+                proc.kill()
+                return proc.wait()
+
+
+#: What a raylet writes when its agents did not come up within Ray's fixed 15 s (not configurable in Ray 2.58):
+#: it waits for each agent to write its port to a file, then aborts.
+SLOW_AGENTS = "Timed out waiting for file"
+#: Attempts at one node's ``ray start`` when it failed only because its agents were slow.
+START_ATTEMPTS = 3
+
+
+class RayletLog:
+    """The ``raylet.out`` of a node's latest session, read from where it ended when an attempt began (a node
+    started again joins the same session and its raylet writes on in the same file)."""
+
+    def __init__(self, temp_dir: Path):
+        self.path = temp_dir / "session_latest" / "logs" / "raylet.out"
+        self.offset = self._size()
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def agents_were_slow(self) -> bool:
+        """Whether this attempt's raylet aborted waiting for its agents' port files."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset if self._size() >= self.offset else 0)
+                return SLOW_AGENTS.encode() in f.read()
+        except OSError:
+            return False
+
+
+def _start_node(args_of, env: dict[str, str], log: Path, node: str, temp_dir: Path, recorder: _Recorder) -> None:
+    """``ray start`` for one node, started again when its raylet aborted because its agents were slow.
+
+    Each raylet starts two Python agents and gives them 15 s to write their ports. On a busy 2-core machine
+    (CI running the tests, a laptop running the notebooks) importing them can take 30 s the first time; a second
+    start finds the files in the page cache. The attempt's processes are stopped before the next one."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        raylet_log = RayletLog(temp_dir)
+        try:
+            _ray_start(args_of(), env, log, node, recorder, aborted=raylet_log.agents_were_slow)
+            return
+        except LocalClusterError as e:
+            if not raylet_log.agents_were_slow():
+                raise
+            if attempt == START_ATTEMPTS:
+                raise LocalClusterError(
+                    f"the {node}'s raylet aborted {attempt} times because its agents took over 15 s to start: "
+                    f"this machine is too busy. Fix: close other programs, or ask for fewer raylets "
+                    f"(`-p worker_nodes 1`), then run 02 again\n{e}"
+                ) from None
+        with recorder.lock:
+            mine = [r for r in recorder.state["processes"] if r.get("node") == node]
+        procs.stop(mine)
+        note = (
+            f"the {node}'s raylet aborted: its agents took over 15 s to start on this busy machine; "
+            f"starting it again (attempt {attempt + 1} of {START_ATTEMPTS})"
+        )
+        with open(log, "a") as f:
+            f.write(f"({note})\n")
+        print(note, flush=True)
 
 
 def _base_env(settings: Settings) -> dict[str, str]:
@@ -517,7 +591,8 @@ def _start_raylets(
     root = _root(settings)
     log = root / "ray-start.log"
     log.write_text("")
-    _ray_start(_head_args(settings), dict(env, CUDA_VISIBLE_DEVICES=""), log, "head", recorder)
+    head_env = dict(env, CUDA_VISIBLE_DEVICES="")
+    _start_node(lambda: _head_args(settings), head_env, log, "head", root / "head", recorder)
     url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
     _wait(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
     on_node()
@@ -527,7 +602,7 @@ def _start_raylets(
         wlog = root / w["name"] / "ray-start.log"
         wlog.write_text("")
         worker_env = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
-        _ray_start(_worker_args(settings, w), worker_env, wlog, w["name"], recorder)
+        _start_node(lambda: _worker_args(settings, w), worker_env, wlog, w["name"], root / w["name"], recorder)
         on_node()
 
     with ThreadPoolExecutor(max_workers=start_parallelism(len(shape["workers"]))) as pool:
