@@ -19,8 +19,8 @@ from raytrain_helpers.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 NCCL_LOG = REPO / "tests" / "fixtures" / "nccl" / "h200x2-raytrain-train-p2p.log"
-#: A local cluster nobody runs: ports and temp root of their own (moved by RAYTRAIN_TEST_PORT_OFFSET like the rest).
-_OFFSET = int(os.environ.get("RAYTRAIN_TEST_PORT_OFFSET", "0"))
+#: A local cluster nobody runs: ports and temp root of their own (moved by TUTORIAL_TEST_PORT_OFFSET like the rest).
+_OFFSET = int(os.environ.get("TUTORIAL_TEST_PORT_OFFSET", "0"))
 NO_CLUSTER = ["-p", "gcs_port", str(6421 + _OFFSET), "-p", "dashboard_port", str(8321 + _OFFSET)]
 NO_CLUSTER += ["-p", "temp_root", f"/tmp/rt-bad-input{_OFFSET}"]
 FIX = "Fix"
