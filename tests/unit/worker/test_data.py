@@ -41,6 +41,17 @@ def test_packing_appends_eos_and_cuts_rows_of_seq_len():
     assert out["input_ids"].shape == (2, 4) and out["input_ids"].dtype.name == "int64"
 
 
+def test_the_packer_of_a_split_packs_only_that_splits_texts():
+    lines = data.learnable_lines(0, 2000)
+    batch = {"text": lines}
+    for split, keep in (("train", False), ("eval", True)):
+        got = data.TextPacker(16, split=split)(batch)["input_ids"].tolist()
+        assert got == data.TextPacker(16).pack([t for t in lines if data.is_eval(t) == keep]), split
+    assert len(data.TextPacker(16, split="eval")(batch)["input_ids"]) < len(
+        data.TextPacker(16, split="train")(batch)["input_ids"]
+    )
+
+
 def test_byte_tokenizer_matches_the_packer_and_fits_the_tiny_vocab():
     from raytrain_helpers.core.config import PRESETS
 
