@@ -49,7 +49,9 @@ def _first_failure(out: str) -> str:
     failure is usually a consequence of the first), not the tail."""
     failed = [line for line in out.splitlines() if line.startswith("FAILED ")]
     blocks = re.split(r"\n_{3,} .* _{3,}\n", out, maxsplit=2)
-    first = blocks[1][:5000] if len(blocks) > 1 else out[-5000:]
+    first = blocks[1] if len(blocks) > 1 else out
+    if len(first) > 5000:  # the cell's source is at the top, the exception at the bottom
+        first = first[:1500] + "\n[...]\n" + first[-3500:]
     return "\n".join([*failed[:30], "--- first failure ---", first])
 
 
