@@ -793,6 +793,10 @@ TRAIN = notebook(
               driver; with a checkpoint, every rank's files are gathered into one checkpoint folder under the
               run's `storage_path` (a local folder here, S3 on aws). When the job starts again with the same run
               name, **`ray.train.get_checkpoint()`** hands the latest one to every worker: that is how a run resumes.
+              Call it when there is something to keep, not every step: each worker holds one unread report, and
+              the driver's controller collects reports once per health check (every 2 s by default), so a report
+              per step makes every step wait for that check. This job prints each step's metrics in its log and
+              reports with each checkpoint and at the end.
             * **Ray Data**: when the job reads a dataset, the driver passes it to the trainer, and each worker
               reads only its own part with `ray.train.get_dataset_shard("train")`, streaming batches to its GPU
               (the package's job generates synthetic tokens when no dataset is configured).

@@ -4,7 +4,7 @@ This module runs inside the Ray Train workers (in the DLC on aws, in the local r
 imports only torch, transformers, ray, the standard library and the package's shared constants, and takes a
 plain JSON-able config.
 
-Each rank reads its shard of the ``train`` dataset (``ray.train.get_dataset_shard``). Per step it reports loss,
+Each rank reads its shard of the ``train`` dataset (``ray.train.get_dataset_shard``). Per step rank 0 prints loss,
 step time, tokens/s and peak memory, and every ``eval_every`` steps the loss on the held-out ``eval`` shard; every
 ``checkpoint_every`` steps (and at the end) it writes a sharded ``torch.distributed.checkpoint`` (with the data
 position) to the run's storage path through ``ray.train.report``; when the run is started again with the same
@@ -215,8 +215,7 @@ def _resume(w: _Worker, cfg: dict[str, Any]) -> int:
 
 
 def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
-    """Forward, backward, AdamW step; report every step, checkpoint every ``checkpoint_every`` steps."""
-    import ray.train
+    """Forward, backward, AdamW step; a step line every step, a checkpoint every ``checkpoint_every`` steps."""
     import torch
     import torch.distributed as dist
 
@@ -268,10 +267,11 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
             )
         if step + 1 == steps:
             break  # the last step's checkpoint carries the run's summary
+        # Only checkpoints go through ray.train.report: Ray Train keeps one unread report per worker and the
+        # controller reads them once per health check (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default), so a
+        # report every step would hold each step until the next check. Step metrics travel in the step lines.
         if every and (step + 1) % every == 0:
             _save_and_report(w.model, w.optimizer, last_metrics, step + 1, w.rank, cfg, meta=_data_meta(w))
-        else:
-            ray.train.report(last_metrics)
     return losses, step_times, last_metrics
 
 

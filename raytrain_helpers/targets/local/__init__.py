@@ -80,7 +80,11 @@ def job_defaults(settings: Settings) -> JobDefaults:
     """GPUs when the worker raylets have some; checkpoints under the run's folder unless storage_path says else;
     the entrypoint runs with the interpreter the raylets were started with."""
     use_gpu = resolve_local_gpus(settings) > 0
-    env = {"NCCL_NVLS_ENABLE": "0"} if use_gpu else {}
+    # no spot capacity or node draining here: Ray Train's preemption watcher (one more actor per job) has
+    # nothing to watch
+    env = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+    if use_gpu:
+        env["NCCL_NVLS_ENABLE"] = "0"
     return JobDefaults(
         use_gpu=use_gpu,
         storage_path=settings.train.storage_path or None,
