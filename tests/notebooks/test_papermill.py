@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -50,6 +51,10 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, t
     assert m["start_step"] == 0 and m["step"] == 3 and len(m["losses"]) == 3
     assert len(first.ranks) == 2 and len({r["node_id"] for r in first.ranks}) == 2
     assert restore_check(first.result["checkpoint"], s.model_config_dict())["step"] == 3
+    # reports go to Ray Train with the checkpoints only (steps 2 and 3), never once a step: each rank's second
+    # report in a row would wait for the controller's next health check
+    reports = set(re.findall(r"Reporting training result (\d+): .* from rank (\d+)", first.logs))
+    assert reports == {(n, r) for n in "12" for r in "01"}, sorted(reports)
     # the cluster was started with no `python` on PATH (conftest): the job ran the cluster's own interpreter
     with local.job_server(s) as url:
         entrypoint = rayjobs.client(url).get_job_info(first.submission_id).entrypoint
