@@ -191,7 +191,9 @@ def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) 
     out = {}
     for name in ("train", "eval"):
         packer = TextPacker(seq_len, cfg.get("model_id"), has_own_tokenizer=own, split=name)
-        out[name] = texts.map_batches(packer, batch_size=512, batch_format="numpy", **zero)
+        # whole blocks: a row is cut from the texts of one batch, and the held-out texts of a few hundred
+        # short lines hold fewer tokens than one row of a long seq_len (2048: no eval row at all)
+        out[name] = texts.map_batches(packer, batch_size=None, batch_format="numpy", **zero)
     rows = EVAL_MAX_BATCHES * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
     out["eval"] = out["eval"].limit(rows)
     return out
