@@ -3,7 +3,7 @@ SIGKILL (Ray Train restarts the worker group from the latest checkpoint; no step
 submitting process (the notebook kernel) killed while following (the job goes on; submit again follows it, no
 second job).
 
-Steps are made a little slower (longer sequences) so that there is a window to act in."""
+Steps are made a little slower (longer sequences) and the run longer, so that there is a window to act in."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -24,8 +23,10 @@ from tests.conftest import REPO, TEST_LOCAL
 
 pytestmark = pytest.mark.integration
 
-#: Slow enough steps on 2 cores (about a second each) for the test to act between checkpoints.
-SLOW = dict(seq_len=512, batch_size=4, checkpoint_every=2, gpus_per_worker_node=0, eval_every=0, export=False)
+#: Steps of a few tenths of a second on 2 cores, a checkpoint every 4: the test kills a worker after step 7 (the
+#: checkpoint at 4 registered) with dozens of steps still to go, however fast the machine.
+SLOW = dict(seq_len=512, batch_size=4, checkpoint_every=4, gpus_per_worker_node=0, eval_every=0, export=False)
+STEPS = 40
 _MARKER = r"\[raytrain\] marker=\S+ rank=(\d+)/\d+ .*?pid=(\d+)"
 
 
@@ -67,15 +68,14 @@ def _kernel_following_to_step(params: dict, step: str) -> tuple[subprocess.Popen
 def test_a_killed_worker_and_a_killed_kernel_lose_no_step(local_settings, local_cluster, capsys):
     import re
 
-    params = dict(TEST_LOCAL, run_name="fault", steps=8, max_failures=1, **SLOW)
+    params = dict(TEST_LOCAL, run_name="fault", steps=STEPS, max_failures=1, **SLOW)
     s = config.with_overrides(local_settings, **{k: v for k, v in params.items() if k not in TEST_LOCAL})
     client = _client(s)
-    kernel, sid = _kernel_following_to_step(params, "[train] step 3/8")
+    kernel, sid = _kernel_following_to_step(params, f"[train] step 7/{STEPS}")
     try:
-        # Ray Train registers a checkpoint once its controller has collected every rank's report; a step after the
-        # checkpoint (and a few seconds) makes sure the one at step 2 is the run's latest when the kill lands
+        # Ray Train registers a checkpoint once its controller has collected every rank's report (it polls every
+        # 0.5 s): three steps after the one at step 4, it is the run's latest when the kill lands
         pids = {int(r): int(p) for r, p in re.findall(_MARKER, client.get_job_logs(sid))}
-        time.sleep(3)
         os.kill(pids[1], signal.SIGKILL)  # a worker of the job this test submitted
         kernel.kill()  # the process this test started, mid-follow
         kernel.wait(30)
@@ -83,24 +83,26 @@ def test_a_killed_worker_and_a_killed_kernel_lose_no_step(local_settings, local_
         if kernel.poll() is None:
             kernel.kill()
     assert rayjobs.status_of(client, sid) in ("PENDING", "RUNNING"), "the job must outlive the kernel"
-    assert "[train] step 1/8" in (run_dir(s, "fault") / "job.log").read_text(), "the log so far was saved as it came"
+    saved = (run_dir(s, "fault") / "job.log").read_text()
+    assert f"[train] step 1/{STEPS}" in saved, "the log so far was saved as it came"
 
     run = train.submit(s)  # attaches to the running job and follows it to its end
     out = capsys.readouterr().out
     assert f"a job of run 'fault' is already running: following {sid}" in out
     assert run.attached and run.submission_id == sid
     assert run.status == "SUCCEEDED" and run.ok, run.logs[-3000:]
-    assert run.config.get("steps") == 8, "the attached job's config is read back from its staged folder"
+    assert run.config.get("steps") == STEPS, "the attached job's config is read back from its staged folder"
     ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "fault"]
     assert [j.submission_id for j in ours] == [sid], "no second job"
     attempts = run.attempts
-    assert len(attempts) == 2 and attempts[1]["resumed_from"] in (2, 4, 6), attempts
+    assert len(attempts) == 2 and attempts[1]["resumed_from"] in range(4, STEPS, 4), attempts
     steps = {st["step"] for st in run.steps}
-    assert steps == set(range(1, 9)) and run.metrics["step"] == 8
+    assert steps == set(range(1, STEPS + 1)) and run.metrics["step"] == STEPS
     assert out.count("[train] resumed from checkpoint at step") == 1
 
     v = verify.run(s)
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     k = attempts[1]["resumed_from"]
-    assert row.status == "PASS" and row.evidence == f"resumed after 1 failure from step {k}; steps 1-8 of 8 trained"
+    assert row.status == "PASS"
+    assert row.evidence == f"resumed after 1 failure from step {k}; steps 1-{STEPS} of {STEPS} trained"
     assert v.ok, v.criteria.to_json()

@@ -25,11 +25,13 @@ def test_cluster_actions_map_to_the_raylets(settings, monkeypatch):
 
 def test_job_defaults_on_cpu_and_on_gpus(settings, monkeypatch):
     cpu = local.job_defaults(settings)
-    assert cpu.use_gpu is False and cpu.storage_path is None and cpu.env == {}
+    assert cpu.use_gpu is False and cpu.storage_path is None
+    assert cpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}  # nothing preempts a local node
     assert [v["label"] for v in local.benchmark_variants(settings)] == ["gloo"]
     monkeypatch.setattr(local, "resolve_local_gpus", lambda s: 1)
     gpu = local.job_defaults(config.with_overrides(settings, storage_path="/data/ckpt"))
-    assert gpu.use_gpu is True and gpu.storage_path == "/data/ckpt" and gpu.env == {"NCCL_NVLS_ENABLE": "0"}
+    assert gpu.use_gpu is True and gpu.storage_path == "/data/ckpt"
+    assert gpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "NCCL_NVLS_ENABLE": "0"}
     assert [v["label"] for v in local.benchmark_variants(settings)] == ["p2p", "socket"]
 
 
