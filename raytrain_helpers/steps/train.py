@@ -217,16 +217,24 @@ def _recorded_config(settings: Settings, run_name: str, sid: str) -> dict[str, A
         return {}
 
 
-def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict[str, str] | None) -> str:
-    runtime_env: dict[str, Any] = {
-        "working_dir": str(stage_working_dir(settings, cfg)),
-        "env_vars": worker_env(settings, extra_env),
-    }
+def job_pip(settings: Settings, cfg: dict[str, Any]) -> list[str]:
+    """The job's ``runtime_env`` pip list: ``train.extra_pip``, plus the pinned liger-kernel when the workers may
+    use it (``kernels`` liger, or auto planned as liger) and do not have it already (the DLC has none; a local
+    cluster runs this environment, which may)."""
     pip = list(settings.train.extra_pip)
     wants_liger = "liger" in (cfg.get("kernels"), cfg.get("planned_kernels"))
     if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
         if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
             pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
+    return pip
+
+
+def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict[str, str] | None) -> str:
+    runtime_env: dict[str, Any] = {
+        "working_dir": str(stage_working_dir(settings, cfg)),
+        "env_vars": worker_env(settings, extra_env),
+    }
+    pip = job_pip(settings, cfg)
     if pip:
         runtime_env["pip"] = pip
     sid = f"raytrain-{cfg['run_name']}-{cfg['marker']}"

@@ -42,3 +42,19 @@ def test_aws_needs_remote_storage(clean_env, repo_root):
     with pytest.raises(config.ConfigError, match="s3://"):
         train.storage_path(s)
     assert train.storage_path(config.with_overrides(s, storage_path="s3://b/p")) == "s3://b/p"
+
+
+def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_env, repo_root):
+    """On aws (the DLC has no liger-kernel) kernels auto is planned as liger for the GPU node type, so the job's
+    runtime_env pip gets the pinned liger-kernel; kernels none asks pip for nothing; extra_pip always travels."""
+    from raytrain_helpers.worker.kernels import LIGER_REQUIREMENT
+
+    s = config.load(repo_root / "env.yaml", environ={}, target="aws", storage_path="s3://b/p")
+    planned = train.perf_plan(s).kernels
+    assert planned == "liger"
+    assert train.job_pip(s, dict(kernels="auto", planned_kernels=planned)) == [LIGER_REQUIREMENT]
+    assert train.job_pip(s, dict(kernels="none", planned_kernels="none")) == []
+    extra = config.with_overrides(s, extra_pip=["einops==0.8.1"])
+    assert train.job_pip(extra, dict(kernels="none", planned_kernels="none")) == ["einops==0.8.1"]
+    pinned = config.with_overrides(s, extra_pip=["liger-kernel==0.8.5"])
+    assert train.job_pip(pinned, dict(kernels="liger", planned_kernels="liger")) == ["liger-kernel==0.8.5"]
