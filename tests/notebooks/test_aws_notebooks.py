@@ -209,9 +209,12 @@ def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
 def test_05_submits_the_fsdp_job_through_the_port_forward(kubeconfig, local_cluster, work):
     # On EKS storage_path must be s3://... (every worker pod must reach it; jobs.storage_path refuses an empty
     # one on aws). Here the "pods" are local raylets, so a local directory stands in for the bucket.
-    # The "pods" are CPU raylets: kernels none, or the job's runtime_env would pip-install liger-kernel (and
-    # triton) for GPUs there are none of (what the aws job asks pip for is tested in tests/unit/steps/test_train.py).
-    text = run_nb("05_train", work, steps=2, storage_path=str(work / "storage"), kernels="none")
+    # The "pods" are the session's CPU raylets: kernels none, or the job's runtime_env would pip-install
+    # liger-kernel (and triton) for GPUs there are none of (what the aws job asks pip for is a unit test of
+    # train.job_pip). The aws entrypoint is the image's `python`, which the DLC has on its PATH; these raylets were
+    # started with no `python` on theirs, so the job's environment puts this interpreter's folder first.
+    image_path = {"PATH": f"{Path(sys.executable).parent}:${{PATH}}"}
+    text = run_nb("05_train", work, steps=2, storage_path=str(work / "storage"), kernels="none", env=image_path)
     pf = [line for line in text.splitlines() if line.startswith("submitted raytrain-awsnb-")]
     assert pf, text[-2000:]
     port = int(pf[0].rsplit(":", 1)[1])
