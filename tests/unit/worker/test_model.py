@@ -52,6 +52,9 @@ def _worker(rank: int, world: int, port: int, src: str, out: str) -> None:
         if rank == 0:
             model_mod.write_hf_folder(trained, model.config, out, model_dir=None, meta={"step": 1})
             torch.save({"loaded": loaded, "logits": logits, "trained": trained}, out + ".pt")
+        # both ranks leave together: a rank tearing gloo down while its peer still writes aborted once (SIGABRT,
+        # "terminate called without an active exception") on a loaded 2-core machine
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
