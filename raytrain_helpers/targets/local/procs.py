@@ -2,7 +2,7 @@
 
 Each ``ray start`` runs as the leader of a new session; the processes it leaves running (GCS, raylet, dashboard,
 agents) keep that session id, so right after it returns they are found and recorded as (pid, start time since
-boot, boot time). A record matches a live process only when all three match, so a pid the kernel gave to another
+boot, boot id). A record matches a live process only when all three match, so a pid the kernel gave to another
 program since is never touched. Stopping a record stops it and its descendants (Ray's workers, the job drivers).
 Everything here reads ``/proc`` (Linux) and imports nothing of the package.
 """
@@ -19,12 +19,14 @@ from typing import Any
 PROC = Path("/proc")
 
 
-def boot_time() -> int:
-    """Seconds since the epoch at which this machine booted (``btime`` in /proc/stat)."""
-    for line in (PROC / "stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return int(line.split()[1])
-    raise OSError("no btime in /proc/stat")
+#: The kernel's id of this boot (a new random UUID at every boot).
+BOOT_ID = PROC / "sys" / "kernel" / "random" / "boot_id"
+
+
+def boot_id() -> str:
+    """This boot's id. Not ``btime`` of /proc/stat: that is the wall clock minus the uptime, so it moves whenever
+    the clock is stepped (NTP on a VM steps it by seconds), and every record would then look like another boot's."""
+    return BOOT_ID.read_text().strip()
 
 
 def stat_fields(pid: int) -> dict[str, Any] | None:
@@ -48,13 +50,13 @@ def _all_stats() -> list[dict[str, Any]]:
     return out
 
 
-def record(st: dict[str, Any], boot: int, **extra: Any) -> dict[str, Any]:
+def record(st: dict[str, Any], boot: str, **extra: Any) -> dict[str, Any]:
     return dict(pid=st["pid"], start=st["start"], boot=boot, **extra)
 
 
 def session_records(session: int, **extra: Any) -> list[dict[str, Any]]:
     """Records of the live processes of one session (what a ``ray start`` run as a session leader left)."""
-    boot = boot_time()
+    boot = boot_id()
     return [record(st, boot, **extra) for st in _all_stats() if st["session"] == session and st["state"] != "Z"]
 
 
@@ -73,14 +75,14 @@ def is_alive(rec: dict[str, Any]) -> bool:
     if st is None or st["state"] == "Z":
         return False
     try:
-        return st["start"] == int(rec["start"]) and boot_time() == int(rec["boot"])
+        return st["start"] == int(rec["start"]) and boot_id() == str(rec["boot"])
     except (OSError, KeyError, ValueError):
         return False
 
 
 def with_descendants(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The live recorded processes and every live descendant of them, as records (pid + start time)."""
-    boot = boot_time()
+    boot = boot_id()
     stats = _all_stats()
     children: dict[int, list[dict[str, Any]]] = {}
     for st in stats:

@@ -85,7 +85,7 @@ def _children(pid: int) -> list[dict]:
 
 
 def _record_pid(pid: int) -> dict:
-    return procs.record(procs.stat_fields(pid), procs.boot_time())
+    return procs.record(procs.stat_fields(pid), procs.boot_id())
 
 
 def _write_state(settings, records: list[dict]) -> None:
@@ -117,6 +117,14 @@ def test_down_stops_what_it_recorded_and_its_children_and_spares_a_decoy(setting
     assert not raylets.state_path(settings).exists() and local.our_pids(settings) == []
 
 
+def test_a_record_names_the_boot_by_the_kernels_boot_id(spawn):
+    """The boot is the kernel's boot id, which a stepped clock leaves alone (btime, the wall clock minus the
+    uptime, moves with it: every record then looked like another boot's and down left the whole cluster running)."""
+    rec = _record_pid(spawn([sys.executable, "-c", "import time; time.sleep(30)"]).pid)
+    assert rec["boot"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert procs.is_alive(rec)
+
+
 def test_a_reused_pid_is_never_hit(settings, spawn):
     """The state file names the decoy's pid with another start time (the pid was reused): it survives."""
     decoy = _decoy(spawn, Path(settings.local.temp_root), settings.local.gcs_port)
@@ -125,7 +133,7 @@ def test_a_reused_pid_is_never_hit(settings, spawn):
     assert local.our_pids(settings) == []
     local.down(settings)
     assert _running(decoy)
-    _write_state(settings, [dict(rec, boot=rec["boot"] - 3600)])  # the same pid and ticks, an earlier boot
+    _write_state(settings, [dict(rec, boot="0" * 36)])  # the same pid and ticks, another boot
     local.down(settings)
     assert _running(decoy)
 
