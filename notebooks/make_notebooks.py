@@ -462,6 +462,13 @@ CLUSTER = notebook(
                 "local.gcs_port/dashboard_port`.",
                 "stop it with `raytrain-tutorial down` if it is yours (it only stops what it started).",
             ),
+            (
+                "A worker node died (local: its raylet was killed or ran out of memory)",
+                "in 05 the job FAILED, and 06's rows say `worker node(s) died during the run: <node id> (<host>)`.",
+                "run this notebook again: the step starts the dead node again under its own name (`repaired`), "
+                "keeping the head, the live nodes and the token; then run 05 again with the same `run_name`, and "
+                "the run resumes from its latest checkpoint.",
+            ),
         ],
     ),
 )

@@ -43,6 +43,35 @@ def datasets_for(cfg: dict[str, Any]) -> dict[str, Any]:
     return data_mod.build_datasets(cfg, model_dir, int(cfg["model"]["vocab_size"]))
 
 
+#: After a failed run, how long the driver waits for Ray to mark a lost node dead: the GCS declares a node dead
+#: after missed health checks (about 15 s with Ray's defaults), often after Ray Train has already given up.
+NODE_DEATH_WAIT_S = 30.0
+
+
+def node_table(wait_for_a_death: bool = False) -> list[dict[str, Any]]:
+    """The cluster's nodes as the driver sees them. ``wait_for_a_death``: the run failed, so ask again (up to
+    ``NODE_DEATH_WAIT_S``) until a worker node shows as dead, in case a lost node is why it failed."""
+    import ray
+
+    deadline = time.monotonic() + (NODE_DEATH_WAIT_S if wait_for_a_death else 0.0)
+    if wait_for_a_death:
+        print(f"[driver] the run failed: asking Ray for {NODE_DEATH_WAIT_S:.0f} s whether a node died", flush=True)
+    while True:
+        nodes = [
+            dict(
+                node_id=n["NodeID"],
+                alive=n["Alive"],
+                host=n.get("NodeManagerHostname"),
+                is_head="node:__internal_head__" in (n.get("Resources") or {}),
+                resources={k: v for k, v in (n.get("Resources") or {}).items() if not k.startswith("node:")},
+            )
+            for n in ray.nodes()
+        ]
+        if any(not n["alive"] and not n["is_head"] for n in nodes) or time.monotonic() >= deadline:
+            return nodes
+        time.sleep(1.0)
+
+
 def run(cfg: dict[str, Any]) -> dict[str, Any]:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -91,16 +120,7 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
             error = repr(result.error)
     except Exception as e:  # TrainingFailedError and friends: report, then fail the job
         error = f"{type(e).__name__}: {e}"
-    nodes = [
-        dict(
-            node_id=n["NodeID"],
-            alive=n["Alive"],
-            host=n.get("NodeManagerHostname"),
-            is_head="node:__internal_head__" in (n.get("Resources") or {}),
-            resources={k: v for k, v in (n.get("Resources") or {}).items() if not k.startswith("node:")},
-        )
-        for n in ray.nodes()
-    ]
+    nodes = node_table(wait_for_a_death=error is not None)
     out = dict(
         ok=error is None,
         error=error,

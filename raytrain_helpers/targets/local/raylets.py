@@ -490,15 +490,35 @@ def reuse(settings: Settings, current: LocalClusterInfo, shape: dict[str, Any]) 
             f"shape ({_shape_str(have)}) than the settings ask for ({_shape_str(shape)}). "
             f"Fix: `raytrain-tutorial down` then re-run, or change local.gcs_port/dashboard_port"
         )
-    alive_workers = [n for n in current.workers if n["alive"]]
-    if len(alive_workers) == len(shape["workers"]):
+    alive = {n["name"] for n in current.workers if n["alive"]}
+    if len(alive) == len(shape["workers"]):
         current.action = "reused"
         current.message = "a running cluster of the same shape was reused"
         return current
-    raise LocalClusterError(
-        f"the running cluster has {len(alive_workers)} of {len(shape['workers'])} worker "
-        f"nodes alive. Fix: `raytrain-tutorial down` then re-run"
-    )
+    return restart_workers(settings, [w for w in shape["workers"] if w["name"] not in alive])
+
+
+def restart_workers(settings: Settings, dead: list[dict[str, Any]], timeout_s: float = 120.0) -> LocalClusterInfo:
+    """Start again the worker nodes of a running cluster that died (killed, out of memory), under the same names
+    and temp dirs; the head and the live workers are kept, and so is the auth token. What is left of a dead
+    node's recorded processes is stopped first."""
+    state = _read_state(settings) or {}
+    recorder = _Recorder(settings, state.get("shape") or desired_shape(settings))
+    recorder.state.update({k: v for k, v in state.items() if k in ("node_names", "python", "processes", "started")})
+    names = {w["name"] for w in dead}
+    procs.stop([r for r in recorder.state["processes"] if r.get("node") in names])
+    env = _base_env(settings)
+    if settings.local.auth_mode == "token":
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path(settings)))
+    for w in dead:
+        _start_worker(settings, w, env, recorder)
+    url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
+    _wait(lambda: len(_named(url, names)) == len(names), timeout_s, "the restarted worker node(s) to register")
+    recorder.add([], _named(url, names))
+    info = status(settings)
+    info.action = "repaired"
+    info.message = f"worker node(s) {', '.join(sorted(names))} had died and were started again"
+    return info
 
 
 def new_auth_token(settings: Settings) -> dict[str, str]:
@@ -598,27 +618,34 @@ def _start_raylets(
     on_node()
 
     def start_worker(w: dict[str, Any]) -> None:
-        (root / w["name"]).mkdir(exist_ok=True)
-        wlog = root / w["name"] / "ray-start.log"
-        wlog.write_text("")
-        worker_env = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
-        _start_node(lambda: _worker_args(settings, w), worker_env, wlog, w["name"], root / w["name"], recorder)
+        _start_worker(settings, w, env, recorder)
         on_node()
 
     with ThreadPoolExecutor(max_workers=start_parallelism(len(shape["workers"]))) as pool:
         for future in [pool.submit(start_worker, w) for w in shape["workers"]]:
             future.result()  # the first failure is raised once every start has returned (and been recorded)
     wanted = {w["name"] for w in shape["workers"]}
+    _wait(lambda: len(_named(url, wanted)) == len(wanted), timeout_s, "every worker node to register")
+    recorder.add([], _named(url, wanted))
 
-    def named() -> dict[str, str]:
-        return {
-            n["node_id"]: n.get("node_name")
-            for n in _safe_nodes(url)
-            if n.get("state") == "ALIVE" and n.get("node_name") in wanted
-        }
 
-    _wait(lambda: len(named()) == len(wanted), timeout_s, "every worker node to register")
-    recorder.add([], named())
+def _start_worker(settings: Settings, w: dict[str, Any], env: dict[str, str], recorder: _Recorder) -> None:
+    """``ray start`` one worker node in its own temp dir, with its share of the GPUs."""
+    root = _root(settings)
+    (root / w["name"]).mkdir(exist_ok=True)
+    wlog = root / w["name"] / "ray-start.log"
+    wlog.write_text("")
+    worker_env = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
+    _start_node(lambda: _worker_args(settings, w), worker_env, wlog, w["name"], root / w["name"], recorder)
+
+
+def _named(url: str, wanted: set[str]) -> dict[str, str]:
+    """node id -> name of the live nodes named in ``wanted``."""
+    return {
+        n["node_id"]: n.get("node_name")
+        for n in _safe_nodes(url)
+        if n.get("state") == "ALIVE" and n.get("node_name") in wanted
+    }
 
 
 def _alive(url: str) -> set[str]:
