@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -111,43 +109,18 @@ def test_a_killed_worker_and_a_killed_kernel_lose_no_step(local_settings, local_
     assert v.ok, v.criteria.to_json()
 
 
-@pytest.fixture
-def own_cluster(clean_env, repo_root, tmp_path, monkeypatch):
-    """Settings of a cluster of this test's own (ports, temp root, runs folder): its node is killed, so it cannot
-    be the session's."""
-    import socket
-    import tempfile
-
-    def free_port() -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
-
-    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
-    root = Path(tempfile.mkdtemp(prefix="rt-node-", dir="/tmp"))
-    params = dict(SLOW, run_name="node-fault", steps=STEPS, temp_root=str(root / "c"))
-    s = config.load(repo_root / "env.yaml", environ={}, gcs_port=free_port(), dashboard_port=free_port(), **params)
-    yield s
-    from raytrain_helpers.targets import local
-
-    local.down(s)
-    assert local.our_pids(s) == []
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def test_a_killed_worker_node_is_named_then_started_again_and_the_run_resumes(own_cluster):
-    """A worker raylet killed mid-run (SIGKILL): the job fails and 06 names the dead node; `up` (02, which
-    `raytrain-tutorial run` always re-runs) starts that node again; the same run then resumes from its latest
-    checkpoint and finishes."""
+def test_a_killed_worker_node_is_named_then_started_again_and_the_run_resumes(local_settings, local_cluster):
+    """A worker raylet of the session's cluster killed mid-run (SIGKILL): the job fails and 06 names the dead node;
+    `up` (02, which `raytrain-tutorial run` always re-runs) starts that node again, with the cluster's auth token,
+    and the cluster is whole for the tests after this one; the same run then resumes from its latest checkpoint and
+    finishes."""
     import re
 
     from raytrain_helpers.targets import local
     from raytrain_helpers.targets.local import procs, raylets
 
-    s = own_cluster
-    assert local.up(s).action == "started"
+    params = dict(SLOW, run_name="node-fault", steps=STEPS)
+    s = config.with_overrides(local_settings, **params)
     client = _client(s)
     sid = train.submit(s, follow=False, quiet=True).submission_id
     deadline = time.monotonic() + 240
@@ -157,14 +130,14 @@ def test_a_killed_worker_node_is_named_then_started_again_and_the_run_resumes(ow
     state = json.loads(raylets.state_path(s).read_text())
     raylet = next(r for r in state["processes"] if r["node"] == "worker-1" and procs.program(r["pid"]) == "raylet")
     dead_id = next(nid for nid, name in state["node_names"].items() if name == "worker-1")
-    os.kill(raylet["pid"], signal.SIGKILL)  # the raylet this test's cluster started for worker-1
-
-    run = train.submit(s, quiet=True)  # follows the job to its end
-    assert run.status == "FAILED", run.logs[-3000:]
-    rows = {c.name: c for c in verify.run(s).criteria.items}
-    assert any(dead_id[:12] in c.evidence and "died" in c.evidence for c in rows.values()), rows
-
-    again = local.up(s)
+    os.kill(raylet["pid"], signal.SIGKILL)  # the raylet the session's cluster started for worker-1
+    try:
+        run = train.submit(s, quiet=True)  # follows the job to its end
+        assert run.status == "FAILED", run.logs[-3000:]
+        rows = {c.name: c for c in verify.run(s).criteria.items}
+        assert any(dead_id[:12] in c.evidence and "died" in c.evidence for c in rows.values()), rows
+    finally:
+        again = local.up(s)  # whatever happened above, the tests after this one get the cluster whole
     assert again.action == "repaired" and "worker-1" in again.message
     assert sorted((w["name"], w["alive"]) for w in again.workers if w["alive"]) == [
         ("worker-0", True),
