@@ -275,12 +275,14 @@ class _Recorder:
     """The cluster's state file, written as each raylet starts: a crash half-way still leaves the record of every
     process started so far (pid + start time), which the next ``up`` or ``down`` stops."""
 
-    def __init__(self, settings: Settings, shape: dict[str, Any]):
+    def __init__(self, settings: Settings, shape: dict[str, Any], state: dict[str, Any] | None = None):
+        """``state``: a running cluster's record, to add to (a restarted node); None starts a new one."""
         self.path = state_path(settings)
         self.lock = threading.Lock()
         self.state: dict[str, Any] = dict(
             shape=shape, node_names={}, python=sys.executable, processes=[], started=time.time()
         )
+        self.state.update(state or {})
 
     def add(self, records: list[dict[str, Any]], names: dict[str, str] | None = None) -> None:
         with self.lock:
@@ -502,14 +504,10 @@ def restart_workers(settings: Settings, dead: list[dict[str, Any]], timeout_s: f
     """Start again the worker nodes of a running cluster that died (killed, out of memory), under the same names
     and temp dirs; the head and the live workers are kept, and so is the auth token. What is left of a dead
     node's recorded processes is stopped first."""
-    state = _read_state(settings) or {}
-    recorder = _Recorder(settings, state.get("shape") or desired_shape(settings))
-    recorder.state.update({k: v for k, v in state.items() if k in ("node_names", "python", "processes", "started")})
+    recorder = _Recorder(settings, desired_shape(settings), state=_read_state(settings))
     names = {w["name"] for w in dead}
     procs.stop([r for r in recorder.state["processes"] if r.get("node") in names])
-    env = _base_env(settings)
-    if settings.local.auth_mode == "token":
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path(settings)))
+    env = dict(_base_env(settings), **auth_env(settings))
     for w in dead:
         _start_worker(settings, w, env, recorder)
     url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
@@ -531,9 +529,16 @@ def new_auth_token(settings: Settings) -> dict[str, str]:
     fd = os.open(tp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32))
-    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tp)}
+    env = auth_env(settings)
     os.environ.update(env)
     return env
+
+
+def auth_env(settings: Settings) -> dict[str, str]:
+    """The variables that point Ray at the cluster's token file (none with auth_mode disabled)."""
+    if settings.local.auth_mode != "token":
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path(settings))}
 
 
 def cluster_python(settings: Settings) -> str:
