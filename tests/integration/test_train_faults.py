@@ -1,7 +1,13 @@
-"""Faults during training, on the session's real local Ray cluster, both in one job: a training worker killed with
-SIGKILL (Ray Train restarts the worker group from the latest checkpoint; no step is lost and 06 says so), and the
-submitting process (the notebook kernel) killed while following (the job goes on; submit again follows it, no
-second job).
+"""Faults during training, on the session's real local Ray cluster, all in one run of 40 steps:
+
+1. a training worker killed with SIGKILL (Ray Train restarts the worker group from the latest checkpoint), and the
+   submitting process (the notebook kernel) killed while following: the job goes on; submitting again follows it,
+   no second job;
+2. then, while that restarted group trains, a worker raylet of the cluster killed (SIGKILL): the job fails (its one
+   allowed failure is spent) and 06 names the dead node; `up` (02, which `raytrain-tutorial run` always re-runs)
+   starts that node again with the cluster's auth token, so the tests after this one get the cluster whole;
+3. the same run submitted again resumes from its latest checkpoint and finishes: every step of the 40 was trained
+   by one of the two jobs, with no gap across the restart or the failed job.
 
 Steps are made a little slower (longer sequences) and the run longer, so that there is a window to act in."""
 
@@ -9,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -66,12 +74,32 @@ def _kernel_following_to_step(params: dict, step: str) -> tuple[subprocess.Popen
     raise AssertionError(f"the kernel ended before printing {step!r} (submitted: {sid})")
 
 
-def test_a_killed_worker_and_a_killed_kernel_lose_no_step(local_settings, local_cluster, capsys):
-    import re
+def _follow_in_background(s) -> tuple[threading.Thread, dict]:
+    """``train.submit`` (the notebook's call) following the run's active job, in a thread: its JobRun lands in the
+    returned dict's ``run`` once the job ended."""
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.update(run=train.submit(s)), daemon=True)
+    th.start()
+    return th, box
 
-    params = dict(TEST_LOCAL, run_name="fault", steps=STEPS, max_failures=1, **SLOW)
-    s = config.with_overrides(local_settings, **{k: v for k, v in params.items() if k not in TEST_LOCAL})
-    client = _client(s)
+
+def _wait_for(client, sid: str, pattern: str, after: str = "", timeout_s: float = 240) -> re.Match:
+    """Poll the job's log until ``pattern`` appears after the first occurrence of ``after``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = client.get_job_logs(sid)
+        cut = logs.find(after) if after else 0
+        m = re.search(pattern, logs[cut:]) if cut >= 0 else None
+        if m:
+            return m
+        assert time.monotonic() < deadline, f"no {pattern!r} after {after!r} in time: {logs[-3000:]}"
+        assert rayjobs.status_of(client, sid) in ("PENDING", "RUNNING"), logs[-3000:]
+        time.sleep(0.5)
+
+
+def _kill_a_worker_and_the_kernel(params: dict, client) -> str:
+    """Phase 1: the kernel stand-in submits and follows; at step 7 a training worker and the kernel are killed
+    together. Returns the job's submission id."""
     kernel, sid = _kernel_following_to_step(params, f"[train] step 7/{STEPS}")
     try:
         # Ray Train registers a checkpoint once its controller has collected every rank's report (it polls every
@@ -83,69 +111,71 @@ def test_a_killed_worker_and_a_killed_kernel_lose_no_step(local_settings, local_
     finally:
         if kernel.poll() is None:
             kernel.kill()
+    return sid
+
+
+def _kill_worker_1(s) -> str:
+    """SIGKILL the raylet the session's cluster started for worker-1; returns that node's id."""
+    from raytrain_helpers.targets.local import procs, raylets
+
+    state = json.loads(raylets.state_path(s).read_text())
+    raylet = next(r for r in state["processes"] if r["node"] == "worker-1" and procs.program(r["pid"]) == "raylet")
+    os.kill(raylet["pid"], signal.SIGKILL)
+    return next(nid for nid, name in state["node_names"].items() if name == "worker-1")
+
+
+def test_a_killed_worker_kernel_and_node_lose_no_step(local_settings, local_cluster, capsys):
+    from raytrain_helpers.targets import local
+
+    params = dict(TEST_LOCAL, run_name="fault", steps=STEPS, max_failures=1, **SLOW)
+    s = config.with_overrides(local_settings, **{k: v for k, v in params.items() if k not in TEST_LOCAL})
+    client = _client(s)
+
+    sid = _kill_a_worker_and_the_kernel(params, client)
     assert rayjobs.status_of(client, sid) in ("PENDING", "RUNNING"), "the job must outlive the kernel"
     saved = (run_dir(s, "fault") / "job.log").read_text()
     assert f"[train] step 1/{STEPS}" in saved, "the log so far was saved as it came"
 
-    run = train.submit(s)  # attaches to the running job and follows it to its end
-    out = capsys.readouterr().out
-    assert f"a job of run 'fault' is already running: following {sid}" in out
-    assert run.attached and run.submission_id == sid
-    assert run.status == "SUCCEEDED" and run.ok, run.logs[-3000:]
-    assert run.config.get("steps") == STEPS, "the attached job's config is read back from its staged folder"
-    ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "fault"]
-    assert [j.submission_id for j in ours] == [sid], "no second job"
-    attempts = run.attempts
-    assert len(attempts) == 2 and attempts[1]["resumed_from"] in range(4, STEPS, 4), attempts
-    steps = {st["step"] for st in run.steps}
-    assert steps == set(range(1, STEPS + 1)) and run.metrics["step"] == STEPS
-    assert out.count("[train] resumed from checkpoint at step") == 1
-
-    v = verify.run(s)
-    row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
-    k = attempts[1]["resumed_from"]
-    assert row.status == "PASS"
-    assert row.evidence == f"resumed after 1 failure from step {k}; steps 1-{STEPS} of {STEPS} trained"
-    assert v.ok, v.criteria.to_json()
-
-
-def test_a_killed_worker_node_is_named_then_started_again_and_the_run_resumes(local_settings, local_cluster):
-    """A worker raylet of the session's cluster killed mid-run (SIGKILL): the job fails and 06 names the dead node;
-    `up` (02, which `raytrain-tutorial run` always re-runs) starts that node again, with the cluster's auth token,
-    and the cluster is whole for the tests after this one; the same run then resumes from its latest checkpoint and
-    finishes."""
-    import re
-
-    from raytrain_helpers.targets import local
-    from raytrain_helpers.targets.local import procs, raylets
-
-    params = dict(SLOW, run_name="node-fault", steps=STEPS)
-    s = config.with_overrides(local_settings, **params)
-    client = _client(s)
-    sid = train.submit(s, follow=False, quiet=True).submission_id
-    deadline = time.monotonic() + 240
-    while f"[train] step 7/{STEPS}" not in client.get_job_logs(sid):
-        assert time.monotonic() < deadline and rayjobs.status_of(client, sid) in ("PENDING", "RUNNING")
-        time.sleep(0.5)
-    state = json.loads(raylets.state_path(s).read_text())
-    raylet = next(r for r in state["processes"] if r["node"] == "worker-1" and procs.program(r["pid"]) == "raylet")
-    dead_id = next(nid for nid, name in state["node_names"].items() if name == "worker-1")
-    os.kill(raylet["pid"], signal.SIGKILL)  # the raylet the session's cluster started for worker-1
+    # 2. submitting again follows the same job; once the restarted group trained past a new checkpoint, a node dies
+    follower, box = _follow_in_background(s)
+    k1 = int(_wait_for(client, sid, r"resumed from checkpoint at step (\d+)").group(1))
+    _wait_for(client, sid, rf"\[train\] step {k1 + 8}/{STEPS}", after="resumed from checkpoint at step")
+    dead_id = _kill_worker_1(s)
     try:
-        run = train.submit(s, quiet=True)  # follows the job to its end
-        assert run.status == "FAILED", run.logs[-3000:]
+        follower.join(300)
+        run = box.get("run")
+        assert run is not None, "the follower did not return"
+        assert f"a job of run 'fault' is already running: following {sid}" in capsys.readouterr().out
+        assert run.attached and run.submission_id == sid and run.status == "FAILED", run.logs[-3000:]
+        assert run.config.get("steps") == STEPS, "the attached job's config is read back from its staged folder"
+        ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "fault"]
+        assert [j.submission_id for j in ours] == [sid], "no second job"
+        attempts = run.attempts
+        assert len(attempts) == 2 and attempts[1]["resumed_from"] == k1 and k1 in range(4, STEPS, 4), attempts
+        # the restarted group trained on from the step after its checkpoint: nothing skipped, nothing missing
+        assert attempts[1]["steps"][:2] == [k1 + 1, k1 + 2], attempts
+        trained = sorted({st for a in attempts for st in a["steps"]})
+        assert trained == list(range(1, trained[-1] + 1)) and trained[-1] >= k1 + 8, "a step skipped or missing"
         rows = {c.name: c for c in verify.run(s).criteria.items}
         assert any(dead_id[:12] in c.evidence and "died" in c.evidence for c in rows.values()), rows
+        row = rows["every step trained, failures recovered"]
+        assert row.status == "FAIL" and row.evidence.startswith(f"resumed after 1 failure from step {k1}; "), row
     finally:
         again = local.up(s)  # whatever happened above, the tests after this one get the cluster whole
     assert again.action == "repaired" and "worker-1" in again.message
-    assert sorted((w["name"], w["alive"]) for w in again.workers if w["alive"]) == [
-        ("worker-0", True),
-        ("worker-1", True),
-    ]
+    assert sorted(w["name"] for w in again.workers if w["alive"]) == ["worker-0", "worker-1"]
+
+    # 3. the same run again: a new job, from the latest checkpoint, to the end
     resumed = train.submit(s, quiet=True)
     assert resumed.ok and resumed.submission_id != sid, resumed.logs[-3000:]
-    k = resumed.metrics["resumed_from"]
-    assert k in range(4, STEPS, 4) and re.search(rf"resumed from checkpoint at step {k}\b", resumed.logs)
-    assert resumed.metrics["step"] == STEPS and len(resumed.metrics["losses"]) == STEPS - k
-    assert verify.run(s).ok
+    k2 = resumed.metrics["resumed_from"]
+    assert k2 in range(k1 + 4, trained[-1] + 1, 4), (k1, k2, trained[-1])
+    assert re.search(rf"resumed from checkpoint at step {k2}\b", resumed.logs)
+    assert resumed.metrics["step"] == STEPS and len(resumed.metrics["losses"]) == STEPS - k2
+    v = verify.run(s)
+    row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
+    assert (row.status, row.evidence) == (
+        "PASS",
+        f"no worker failure, resumed from step {k2} (an earlier job); steps {k2 + 1}-{STEPS} of {STEPS} trained",
+    )
+    assert v.ok, v.criteria.to_json()
