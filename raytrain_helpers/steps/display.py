@@ -780,6 +780,8 @@ class LiveView(QuietView):
         super().update(metrics)
         step = int(metrics.get("step", len(self.history)))
         total = metrics.get("steps") or metrics.get("total")
+        if len(self.history) == 1:  # the bar's clock starts at the first step, not at the job's submission
+            self.bar.reset(total=int(total) if total else self.bar.total)
         if total and not self.bar.total:
             self.bar.total = int(total)
         self.bar.n = step

@@ -242,6 +242,17 @@ def test_live_view_draws_loss_eval_loss_and_the_step_figures():
     view.close()
 
 
+def test_live_view_rate_counts_from_the_first_step_not_from_the_submission():
+    """The job spends tens of seconds starting before its first step: the bar's s/step must not include them."""
+    view = display.live_view(total=8, interactive=True)
+    view.bar.start_t -= 40.0  # as if Ray had spent 40 s starting the job's processes since the view was drawn
+    created = view.bar.start_t + 40.0
+    view.update(dict(step=1, steps=8, loss=6.9))
+    view.update(dict(step=2, steps=8, loss=6.8))
+    assert view.bar.n == 2 and view.bar.start_t >= created, "the start-up time was counted in the rate"
+    view.close()
+
+
 def test_settings_table_without_front_end(settings, tmp_path):
     shown = display.settings_form(tmp_path / "mine.yaml", settings)
     assert isinstance(shown, display.Shown)
