@@ -55,3 +55,12 @@ def test_token_auth_end_to_end(local_settings, local_cluster):
     request = urllib.request.Request(url, headers=rayjobs.auth_headers())
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 200
+
+
+def test_the_gcs_checks_the_raylets_every_second(local_settings, local_cluster):
+    """The head's GCS was started with one health check a second, so a dead raylet is named within seconds (the
+    fault test kills one)."""
+    state = json.loads(raylets.state_path(local_settings).read_text())
+    gcs = next(r for r in state["processes"] if r["node"] == "head" and procs.program(r["pid"]) == "gcs_server")
+    environ = dict(kv.split("=", 1) for kv in open(f"/proc/{gcs['pid']}/environ").read().split("\0") if "=" in kv)
+    assert environ.get("RAY_health_check_period_ms") == str(raylets.HEALTH_CHECK_PERIOD_MS) == "1000"

@@ -36,6 +36,8 @@ from . import procs, rootdir
 STATE_FILE = "cluster.json"
 #: What `ray start` says when its fixed 30 s wait for the raylet to register runs out (the raylet keeps running).
 RAY_START_GAVE_UP = "The current node timed out during startup"
+#: How often the local head's GCS checks that each raylet is alive (Ray's default: 3000 ms).
+HEALTH_CHECK_PERIOD_MS = 1000
 
 
 class LocalClusterError(RuntimeError):
@@ -403,6 +405,12 @@ def _base_env(settings: Settings) -> dict[str, str]:
     env.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "120")
     # likewise the whole dashboard: `ray start --head` gives it 60 s by default
     env.setdefault("RAY_DASHBOARD_STARTUP_TIMEOUT_S", "180")
+    # The GCS declares a node dead after `health_check_failure_threshold` (5) failed checks, one every
+    # `health_check_period_ms` (3000 by default): a killed raylet (its port refuses at once) was named dead about 15 s
+    # after it died, while the failed job's driver waited to name it. Every node here is on this machine: one check a
+    # second names it within about 5 s. A raylet that is alive but slow is still given `health_check_timeout_ms`
+    # (10 s) per check, as before.
+    env.setdefault("RAY_health_check_period_ms", str(HEALTH_CHECK_PERIOD_MS))
     for k in ("RAY_ADDRESS",):
         env.pop(k, None)
     if settings.local.auth_mode != "token":  # never inherit another cluster's token mode
