@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -355,6 +356,9 @@ CLIENT_LOGGERS = (
 @contextlib.contextmanager
 def quiet_client_logs() -> Iterator[None]:
     """Ray's client-side INFO chatter off while submitting and following (its warnings and errors still show)."""
+    for name in CLIENT_LOGGERS:  # each module sets its logger to INFO when first imported: import it before
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     saved = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}
     for name in CLIENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

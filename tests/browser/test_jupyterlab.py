@@ -222,3 +222,4 @@ def test_learner_watches_the_live_training_view_in_jupyterlab(local_cluster, bro
         "".join(o.get("text", "")) for c in saved["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
     )
     assert "[train] step 1/3" not in printed, "with a widget front end the step lines are drawn, not printed"
+    assert "Uploading package" not in printed, "Ray's client INFO lines stay out of the notebook"

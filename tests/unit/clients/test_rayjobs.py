@@ -5,6 +5,8 @@ tests/integration/test_train_faults.py)."""
 import asyncio
 import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -287,3 +289,18 @@ def test_a_traceback_ray_calls_safe_to_ignore_is_hidden_and_a_real_one_is_not():
     ]
     shown, _ = rayjobs.filter_log(benign[:3] + real)
     assert shown[0] == real[0] and shown[-1] == real[-1]
+
+
+def test_quiet_client_logs_holds_when_ray_s_client_is_first_imported_inside_it():
+    """In a fresh kernel the Jobs client's modules are imported inside the block, and each sets its logger to
+    INFO as it is imported: the package upload line must still stay out of the notebook."""
+    code = (
+        "import logging\n"
+        "from raytrain_helpers.clients import rayjobs\n"
+        "with rayjobs.quiet_client_logs():\n"
+        "    import ray.dashboard.modules.dashboard_sdk\n"
+        "    print(logging.getLogger('ray.dashboard.modules.dashboard_sdk').getEffectiveLevel())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == str(logging.WARNING)
