@@ -84,3 +84,22 @@ def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
 def test_an_empty_shard_is_an_error_not_a_hang():
     with pytest.raises(ValueError, match="shard is empty"):
         data.ShardReader(lambda epoch: []).next()
+
+
+def test_a_model_with_its_own_tokenizer_is_packed_with_it(tmp_path):
+    """``model_id`` naming a folder with a tokenizer: texts are tokenized with that tokenizer (its ids, its EOS),
+    not bytes. The tokenizer is made here (a word-level vocabulary of letters), never downloaded."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[EOS]": 0, "[UNK]": 1, **{c: 10 + i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="[EOS]", unk_token="[UNK]").save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2", "vocab_size": 36}')  # what a model folder has
+    assert data.has_tokenizer(str(tmp_path))
+
+    packer = data.TextPacker(4, str(tmp_path), has_own_tokenizer=True)
+    assert packer.encode("abc") == [10, 11, 12, 0]
+    assert packer.pack(["abc", "xyz"]) == [[10, 11, 12, 0], [33, 34, 35, 0]]
+    assert data.TextPacker(4).encode("abc") == [*b"abc", data.BYTE_EOS], "without its own tokenizer: bytes"
