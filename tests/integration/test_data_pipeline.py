@@ -47,3 +47,56 @@ def test_long_rows_are_packed_across_whole_blocks(local_settings, local_cluster)
         ideal = _tokens(split) // 2048
         assert counts[split] >= 1, counts
         assert ideal - blocks <= counts[split] <= ideal, (split, counts, ideal)
+
+
+#: A driver on the session's cluster reading ``train.data`` from S3 (moto's server): the Ray Data read tasks run in
+#: the cluster's worker processes, which get the endpoint and credentials through the runtime_env, as pods get
+#: theirs from their ServiceAccount on aws.
+S3_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys, ray
+    from raytrain_helpers.worker import data
+    keys = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
+    ray.init(log_to_driver=False, runtime_env={"env_vars": {k: os.environ[k] for k in keys if k in os.environ}})
+    cfg = dict(data=sys.argv[1], seq_len=16, batch_size=2, seed=0, steps=1, num_workers=1)
+    ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
+    rows = {name: [r["input_ids"].tolist() for r in d.take_all()] for name, d in ds.items()}
+    print("ROWS " + json.dumps(rows))
+    """
+)
+
+
+def test_text_is_read_from_s3_and_packed(local_settings, local_cluster):
+    """``train.data: s3://bucket/prefix/`` (a folder of .jsonl files, the aws target's data source) read by Ray Data
+    on the cluster from moto's S3: every text reaches the packed rows of its split, in the model's byte tokens."""
+    import boto3
+
+    from tests.fakes.aws.moto_env import moto_server
+
+    lines = data.learnable_lines(0, n=600)
+    with moto_server() as srv:
+        s3 = boto3.client("s3", region_name="us-west-2")
+        s3.create_bucket(Bucket="rt-data", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        for i, part in enumerate((lines[:300], lines[300:])):
+            body = "".join(json.dumps({"text": t, "id": n}) + "\n" for n, t in enumerate(part))
+            s3.put_object(Bucket="rt-data", Key=f"corpus/part-{i}.jsonl", Body=body.encode())
+        env = dict(os.environ, **srv.env, RAY_ADDRESS=f"127.0.0.1:{local_settings.local.gcs_port}")
+        r = subprocess.run(
+            [sys.executable, "-c", S3_DRIVER, "s3://rt-data/corpus/"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    line = next((x for x in r.stdout.splitlines() if x.startswith("ROWS ")), None)
+    assert line, r.stdout[-2000:] + r.stderr[-3000:]
+    rows = json.loads(line.removeprefix("ROWS "))
+    for split in ("train", "eval"):
+        texts = [t for t in lines if data.is_eval(t) == (split == "eval")]
+        ideal = sum(len(t.encode()) + 1 for t in texts) // 16  # each text and its EOS, 16 per row, 2 files
+        if split == "eval":  # the driver cuts the held-out split to what the evals read
+            ideal = min(ideal, data.EVAL_MAX_BATCHES * 2)
+        assert ideal - 2 <= len(rows[split]) <= ideal, (split, len(rows[split]), ideal)
+    stream = data.byte_decode(i for row in rows["train"] for i in row if i < 256)
+    train = [t for t in lines[:300] if not data.is_eval(t)]
+    assert all(t in stream for t in train[:-2]), "texts of the first file missing from the packed train rows"
