@@ -92,8 +92,10 @@ def local_cluster(local_settings):
     assert not local.our_pids(local_settings), "the test cluster left processes behind"
 
 
-#: Modules whose tests share module fixtures and depend on each other's order: one worker runs each whole.
-ORDERED_MODULES = ("test_aws_notebooks.py",)
+#: Modules whose tests share module fixtures (the aws notebooks also depend on each other's order; the browser tests
+#: share one JupyterLab and one Chromium, which take half a minute to start on a busy machine): one worker runs each
+#: whole.
+ORDERED_MODULES = ("test_aws_notebooks.py", "test_jupyterlab.py")
 #: Fixtures that need the session's local Ray cluster.
 CLUSTER_FIXTURES = {"local_cluster"}
 
