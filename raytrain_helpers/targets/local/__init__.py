@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.config import Settings
+from ...core.constants import LOOPBACK
 from ..base import JobDefaults
 from . import raylets, standin
 from .logs import collect_local_logs
@@ -83,6 +84,10 @@ def job_defaults(settings: Settings) -> JobDefaults:
     # no spot capacity or node draining here: Ray Train's preemption watcher (one more actor per job) has
     # nothing to watch
     env = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+    # Ray Train's placement-group cleaner asks the state API about the controller from a thread of its own, which
+    # finds the cluster by looking for Ray processes on the machine: with a second local cluster running (the test
+    # suite beside the notebooks) it gave up with "Found multiple active Ray instances". The address says which.
+    env["RAY_ADDRESS"] = f"{LOOPBACK}:{settings.local.gcs_port}"
     if use_gpu:
         env["NCCL_NVLS_ENABLE"] = "0"
     return JobDefaults(

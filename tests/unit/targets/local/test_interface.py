@@ -26,12 +26,14 @@ def test_cluster_actions_map_to_the_raylets(settings, monkeypatch):
 def test_job_defaults_on_cpu_and_on_gpus(settings, monkeypatch):
     cpu = local.job_defaults(settings)
     assert cpu.use_gpu is False and cpu.storage_path is None
-    assert cpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}  # nothing preempts a local node
+    # nothing preempts a local node; the job's processes are told which cluster is theirs (another may run beside)
+    address = f"127.0.0.1:{settings.local.gcs_port}"
+    assert cpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_ADDRESS": address}
     assert [v["label"] for v in local.benchmark_variants(settings)] == ["gloo"]
     monkeypatch.setattr(local, "resolve_local_gpus", lambda s: 1)
     gpu = local.job_defaults(config.with_overrides(settings, storage_path="/data/ckpt"))
     assert gpu.use_gpu is True and gpu.storage_path == "/data/ckpt"
-    assert gpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "NCCL_NVLS_ENABLE": "0"}
+    assert gpu.env == {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_ADDRESS": address, "NCCL_NVLS_ENABLE": "0"}
     assert [v["label"] for v in local.benchmark_variants(settings)] == ["p2p", "socket"]
 
 
