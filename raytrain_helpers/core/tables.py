@@ -7,8 +7,12 @@ can compare them, and a terminal shows the same thing.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+#: No table or listing line is wider than this (fits a 1,280 px browser window without wrapping).
+MAX_WIDTH = 110
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60) -> None:
@@ -45,6 +49,32 @@ def _cell(v: Any, max_width: int) -> str:
         s = str(v)
     s = s.replace("\n", " ")
     return s if len(s) <= max_width else s[: max_width - 3] + "..."
+
+
+def wrapped_table(
+    rows: Iterable[Sequence[Any]], headers: Sequence[str], widths: Sequence[int], title: str | None = None
+) -> str:
+    """A fixed-width text table whose cells wrap (at word boundaries) to ``widths`` instead of growing."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(w, len(h)) for w, h in zip(widths, headers, strict=True)]
+    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
+    out = textwrap.wrap(title, MAX_WIDTH, break_on_hyphens=False) if title else []
+    out += [sep, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |", sep]
+    for row in rows:
+        cells = [_wrap_cell(c, w) for c, w in zip(row, widths, strict=True)]
+        for i in range(max(len(c) for c in cells)):
+            parts = [(c[i] if i < len(c) else "").ljust(w) for c, w in zip(cells, widths, strict=True)]
+            out.append("| " + " | ".join(parts) + " |")
+    out.append(sep)
+    return "\n".join(out)
+
+
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """A cell's lines: each of its own lines (``\\n``) wrapped to ``width`` at word boundaries."""
+    lines = []
+    for part in text.split("\n"):
+        lines += textwrap.wrap(part, width, break_long_words=True, break_on_hyphens=False)
+    return lines or [""]
 
 
 def human_bytes(n: float) -> str:

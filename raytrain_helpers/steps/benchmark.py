@@ -148,10 +148,10 @@ def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) ->
         lines = [
             f"{b.label}: {b.tokens_per_s_per_gpu:,.0f} tokens/s per worker, {b.steps_per_s:.2f} steps/s" for b in bench
         ]
-        lines.append(
-            "no A/B comparison: CPU workers use gloo, there is no NCCL transport to change "
-            "(run on GPUs for P2P vs socket, or on aws for EFA vs socket)"
-        )
+        lines += [
+            "no A/B comparison: CPU workers use gloo, there is no NCCL transport to change",
+            "(run on GPUs for P2P vs socket, or on aws for EFA vs socket)",
+        ]
         record.update(comparison=None, reason="single variant (gloo)")
         ok = all(b.job.ok for b in bench)
     else:

@@ -24,7 +24,7 @@ import json
 import shlex
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -35,14 +35,12 @@ from ..core.config import ConfigError, Settings
 from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, LOOPBACK
 from ..core.criteria import FAIL, NA, PASS, Criteria
 from ..core.paths import REPO_ROOT
-from ..core.tables import format_table
+from ..core.tables import MAX_WIDTH, format_table, wrapped_table
 from ..plan import cost, eksctl, manifests, plugins, raycluster, render
 from ..targets import for_settings
 from ..targets.aws.placement import QUOTA_CLASSES, quota_class
 from .verify import ran_kernels
 
-#: No table or listing line is wider than this (fits a 1,280 px browser window without wrapping).
-MAX_WIDTH = 110
 #: None: detect the front end; True / False: force (tests, or a front end the detection does not know).
 FORCE_INTERACTIVE: bool | None = None
 #: Execute-request metadata keys that widget-capable front ends send and headless runners do not: JupyterLab
@@ -139,32 +137,6 @@ def _pre(text: str, marked: Callable[[str], str | None] | None = None) -> str:
 def fit(line: str, width: int = MAX_WIDTH) -> str:
     """One line cut to ``width`` characters (an ellipsis marks the cut)."""
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def wrapped_table(
-    rows: Iterable[Sequence[Any]], headers: Sequence[str], widths: Sequence[int], title: str | None = None
-) -> str:
-    """A fixed-width text table whose cells wrap (at word boundaries) to ``widths`` instead of growing."""
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max(w, len(h)) for w, h in zip(widths, headers, strict=True)]
-    sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
-    out = textwrap.wrap(title, MAX_WIDTH, break_on_hyphens=False) if title else []
-    out += [sep, "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |", sep]
-    for row in rows:
-        cells = [_wrap_cell(c, w) for c, w in zip(row, widths, strict=True)]
-        for i in range(max(len(c) for c in cells)):
-            parts = [(c[i] if i < len(c) else "").ljust(w) for c, w in zip(cells, widths, strict=True)]
-            out.append("| " + " | ".join(parts) + " |")
-    out.append(sep)
-    return "\n".join(out)
-
-
-def _wrap_cell(text: str, width: int) -> list[str]:
-    """A cell's lines: each of its own lines (``\\n``) wrapped to ``width`` at word boundaries."""
-    lines = []
-    for part in text.split("\n"):
-        lines += textwrap.wrap(part, width, break_long_words=True, break_on_hyphens=False)
-    return lines or [""]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.config import Settings
-from ..core.tables import table
+from ..core.tables import table, wrapped_table
 
 #: The names every target exports (checked by the tests).
 INTERFACE = (
@@ -157,10 +157,13 @@ class KubeRayResult:
             print("RayCluster manifest (abridged; `raytrain-tutorial render --out DIR` writes it in full):")
             print(self.manifest_yaml.rstrip())
         if self.mapping:
-            table(
-                self.mapping,
-                ["RayCluster manifest", "local stand-in", "found"],
-                title="What stands in for each part of the manifest on this machine",
+            print(
+                wrapped_table(
+                    self.mapping,
+                    ["RayCluster manifest", "local stand-in", "found"],
+                    (42, 36, 22),
+                    title="What stands in for each part of the manifest on this machine",
+                )
             )
         if self.pods:
             table(

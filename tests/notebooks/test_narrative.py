@@ -182,3 +182,20 @@ def test_normalise_makes_an_executed_notebook_open_unmodified(generator):
         f"cell {compared.id}: the throw-away runs folder in a compared output",
         f"cell {compared.id}: an IP address in a compared output",
     ]
+
+
+def test_no_table_in_a_committed_output_is_wider_than_a_1280_px_page():
+    """JupyterLab wraps a plain-text line longer than about 115 characters at 1,280 px, which breaks a table's rows
+    in two: every table line of the committed outputs stays within :data:`display.MAX_WIDTH`."""
+    wide = []
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for out in cell.get("outputs", []):
+                text = out.get("text") or out.get("data", {}).get("text/plain") or ""
+                text = "".join(text) if isinstance(text, list) else text
+                wide += [
+                    f"{path.name}: {len(line)} chars: {line[:60]}"
+                    for line in text.splitlines()
+                    if line.startswith(("|", "+-")) and len(line) > display.MAX_WIDTH
+                ]
+    assert not wide, "\n".join(wide)
