@@ -15,6 +15,9 @@ torch = pytest.importorskip("torch")
 from raytrain_helpers.core.config import PRESETS  # noqa: E402
 from raytrain_helpers.worker import model as model_mod  # noqa: E402
 
+#: One pytest-xdist worker runs the module: its tests share the spawned FSDP run (module fixture), which each worker
+#: would otherwise spawn again.
+pytestmark = pytest.mark.xdist_group("fsdp-model")
 SMALL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
 
 
