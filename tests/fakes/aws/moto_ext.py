@@ -8,7 +8,11 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
   implemented;
 * ``autoscaling:DescribeScalingActivities`` always answers an empty list;
 * EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``) and EKS Pod Identity associations
-  (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented.
+  (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented;
+* S3's ``CompleteMultipartUpload`` answers with a ``<CompleteMultipartUploadResponse>`` root element where S3
+  documents ``<CompleteMultipartUploadResult>``: pyarrow's S3 filesystem (what Ray Data and the export write
+  with) takes the unknown root for an error embedded in a 200 OK and retries with backoff, so every multipart
+  upload took about 25 s before it gave up retrying. The root is renamed to S3's.
 
 :func:`install` adds those operations as methods of moto's response classes, backed by the in-memory
 state of :data:`FAKE` (quotas, scores, per-AZ spare capacity, reservations, scaling activities). Because
@@ -492,10 +496,28 @@ def _install_eks() -> None:
         eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/" + tail + "/(?P<item>[^/]+)$"] = eks_urls.response.dispatch
 
 
+#: moto's root element of CompleteMultipartUpload's answer -> the one S3's API reference documents
+S3_COMPLETE_ROOT = ("CompleteMultipartUploadResponse", "CompleteMultipartUploadResult")
+
+
+def _wrap_s3_key_post(original):
+    def key_response_post(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        status, headers, body = original(self, *args, **kwargs)
+        moto_root, s3_root = S3_COMPLETE_ROOT
+        if isinstance(body, bytes) and f"<{moto_root}".encode() in body:
+            body = body.replace(moto_root.encode(), s3_root.encode())
+        elif isinstance(body, str) and f"<{moto_root}" in body:
+            body = body.replace(moto_root, s3_root)
+        return status, headers, body
+
+    return key_response_post
+
+
 def install() -> None:
     """Patch moto's response classes once (idempotent)."""
     from moto.autoscaling.responses import AutoScalingResponse
     from moto.ec2.responses import EC2Response
+    from moto.s3.responses import S3Response
     from moto.servicequotas.responses import ServiceQuotasResponse
 
     if getattr(EC2Response, "_raytrain_fakes_installed", False):
@@ -510,6 +532,7 @@ def install() -> None:
         AutoScalingResponse.describe_scaling_activities
     )
     _install_eks()
+    S3Response._key_response_post = _wrap_s3_key_post(S3Response._key_response_post)
     EC2Response._raytrain_fakes_installed = True
 
 

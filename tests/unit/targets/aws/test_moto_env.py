@@ -80,3 +80,31 @@ def test_environment_is_restored_after_the_server(tmp_path):
         assert os.environ["PATH"].split(os.pathsep)[0] == str(FAKES_DIR)
         assert (FAKES_DIR / "eksctl").is_file()
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_s3_multipart_uploads_complete_as_s3_answers_them(capfd, tmp_path):
+    """pyarrow (Ray Data's and the export's S3 writer) uploads through multipart uploads; moto's answer to
+    CompleteMultipartUpload must carry S3's root element, or pyarrow reads it as an error and retries."""
+    import boto3
+    import pyarrow.fs
+
+    from tests.fakes.aws.moto_env import moto_server
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    with moto_server():
+        s3 = boto3.client("s3", region_name="us-west-2")
+        s3.create_bucket(Bucket="rt-up", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        roots = []
+        s3.meta.events.register(
+            "after-call.s3.CompleteMultipartUpload",
+            lambda http_response, **_: roots.append(http_response.content.split(b">", 2)[1]),
+        )
+        up = s3.create_multipart_upload(Bucket="rt-up", Key="k")
+        part = s3.upload_part(Bucket="rt-up", Key="k", UploadId=up["UploadId"], PartNumber=1, Body=b"x")
+        parts = {"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]}
+        s3.complete_multipart_upload(Bucket="rt-up", Key="k", UploadId=up["UploadId"], MultipartUpload=parts)
+        assert roots and roots[0].startswith(b"\n<CompleteMultipartUploadResult "), roots
+        pyarrow.fs.copy_files(str(tmp_path / "model"), "s3://rt-up/runs/model")
+        assert s3.get_object(Bucket="rt-up", Key="runs/model/config.json")["Body"].read() == b"{}"
+    assert "error embedded in a 200 OK" not in capfd.readouterr().err
