@@ -14,6 +14,9 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
   with) takes the unknown root for an error embedded in a 200 OK and retries with backoff, so every multipart
   upload took about 25 s before it gave up retrying. The root is renamed to S3's.
 
+One speed fix: moto's EKS checks every role ARN's partition with a new ``boto3.Session()``, which parses
+botocore's endpoints file again each time (a tenth of the EKS tests' CPU); the partitions are read once.
+
 :func:`install` adds those operations as methods of moto's response classes, backed by the in-memory
 state of :data:`FAKE` (quotas, scores, per-AZ spare capacity, reservations, scaling activities). Because
 it patches the classes that both ``mock_aws`` and moto's server dispatch to, it works in-process *and*
@@ -25,6 +28,7 @@ moto's serializer, which shapes them by botocore's service model - i.e. like the
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import re
 import threading
@@ -513,8 +517,23 @@ def _wrap_s3_key_post(original):
     return key_response_post
 
 
+@functools.cache
+def _partitions() -> tuple[str, ...]:
+    from boto3 import Session
+
+    return tuple(Session().get_available_partitions())
+
+
+class PartitionsOnce:
+    """What ``moto.eks.utils`` asks of ``boto3.Session``: the partitions, read once per process."""
+
+    def get_available_partitions(self) -> list[str]:
+        return list(_partitions())
+
+
 def install() -> None:
     """Patch moto's response classes once (idempotent)."""
+    import moto.eks.utils as eks_utils
     from moto.autoscaling.responses import AutoScalingResponse
     from moto.ec2.responses import EC2Response
     from moto.s3.responses import S3Response
@@ -533,6 +552,7 @@ def install() -> None:
     )
     _install_eks()
     S3Response._key_response_post = _wrap_s3_key_post(S3Response._key_response_post)
+    eks_utils.Session = PartitionsOnce
     EC2Response._raytrain_fakes_installed = True
 
 

@@ -108,3 +108,26 @@ def test_s3_multipart_uploads_complete_as_s3_answers_them(capfd, tmp_path):
         pyarrow.fs.copy_files(str(tmp_path / "model"), "s3://rt-up/runs/model")
         assert s3.get_object(Bucket="rt-up", Key="runs/model/config.json")["Body"].read() == b"{}"
     assert "error embedded in a 200 OK" not in capfd.readouterr().err
+
+
+def test_eks_role_arns_are_checked_without_reading_the_endpoints_again(monkeypatch):
+    """moto's EKS validates each role ARN's partition; the partitions come from one read of botocore's data."""
+    from botocore.loaders import JSONFileLoader
+    from moto.eks.exceptions import InvalidParameterException
+    from moto.eks.utils import validate_role_arn
+
+    moto_ext.install()
+    validate_role_arn(f"arn:aws:iam::{moto_ext.ACCOUNT}:role/first")
+    reads = []
+    load = JSONFileLoader.load_file
+
+    def counting_load(self, path):  # noqa: ANN001, ANN202
+        reads.append(path)
+        return load(self, path)
+
+    monkeypatch.setattr(JSONFileLoader, "load_file", counting_load)
+    validate_role_arn(f"arn:aws:iam::{moto_ext.ACCOUNT}:role/eks-nodes")
+    validate_role_arn(f"arn:aws-cn:iam::{moto_ext.ACCOUNT}:role/eks-nodes")
+    with pytest.raises(InvalidParameterException):
+        validate_role_arn(f"arn:nowhere:iam::{moto_ext.ACCOUNT}:role/eks-nodes")
+    assert reads == []
