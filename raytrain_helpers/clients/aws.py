@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,17 +218,28 @@ def session(region: str | None = None):
     return boto3.session.Session(region_name=region, botocore_session=core)
 
 
+#: The clients made for each live session, by (service, region, retry mode): a step asks its session for the same
+#: client many times, and making one costs more than most calls (its endpoint rules and event hooks are built anew).
+_CLIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def client(sess, service: str, region: str | None = None):
-    """A client of ``service`` with the tutorial's User-Agent, timeouts and retry policy."""
+    """A client of ``service`` with the tutorial's User-Agent, timeouts and retry policy; asked again with the same
+    session, service and region, the same client (clients are thread-safe; a new session makes new ones)."""
     from botocore.config import Config
 
-    cfg = Config(
-        user_agent_extra=USER_AGENT,
-        retries={"max_attempts": MAX_ATTEMPTS, "mode": retry_mode()},
-        connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
-    )
-    return sess.client(service, region_name=region or sess.region_name, config=cfg)
+    region = region or sess.region_name
+    key = (service, region, retry_mode())
+    made = _CLIENTS.setdefault(sess, {})
+    if key not in made:
+        cfg = Config(
+            user_agent_extra=USER_AGENT,
+            retries={"max_attempts": MAX_ATTEMPTS, "mode": key[2]},
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
+        )
+        made[key] = sess.client(service, region_name=region, config=cfg)
+    return made[key]
 
 
 def retry_mode() -> str:
