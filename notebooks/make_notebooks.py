@@ -806,7 +806,9 @@ TRAIN = notebook(
               reports with each checkpoint and at the end.
             * **Ray Data**: when the job reads a dataset, the driver passes it to the trainer, and each worker
               reads only its own part with `ray.train.get_dataset_shard("train")`, streaming batches to its GPU
-              (the package's job generates synthetic tokens when no dataset is configured).
+              (the package's job generates synthetic tokens when no dataset is configured). The held-out rows
+              are few and read at every evaluation, so the driver makes them once and puts them in Ray's object
+              store (`ray.put`); each rank evaluates its equal share.
 
             Everything else in the function is ordinary PyTorch.
             """

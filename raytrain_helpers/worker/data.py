@@ -9,12 +9,17 @@ Sources (``train.data``):
   ``text`` column); on aws an ``s3://`` prefix, read by every node.
 - ``random`` — uniformly random token ids, for throughput benchmarks only (nothing can be learned).
 
-The job's driver builds ``{"train": ..., "eval": ...}`` Ray Datasets of packed ``input_ids`` rows; Ray Train
-splits each over the workers (``streaming_split(equal=True)``), and every worker reads its own shard with
-``get_dataset_shard(name).iter_torch_batches(...)``. Order is preserved (``ExecutionOptions(preserve_order=True)``,
+The job's driver builds the ``train`` Ray Dataset of packed ``input_ids`` rows; Ray Train splits it over the
+workers (``streaming_split(equal=True)``), and every worker reads its own shard with
+``get_dataset_shard("train").iter_torch_batches(...)``. Order is preserved (``ExecutionOptions(preserve_order=True)``,
 no locality hints), so with the same data the split gives every rank the same rows in the same order each epoch:
 a resumed run skips the batches it consumed before (its position is stored in the checkpoint) and neither repeats
 nor skips data.
+
+The held-out rows are few (``EVAL_MAX_BATCHES`` batches per rank, read again at every evaluation), so the driver
+makes them once (:func:`eval_rows`) and puts them in Ray's object store; each rank evaluates its equal share. A
+second split dataset would cost its own coordinator actor and packing tasks - on a small machine more than the
+evaluation itself.
 
 Imports only the standard library here; Ray, pyarrow, numpy and transformers are imported where used.
 """
@@ -166,37 +171,67 @@ class TextPacker:
 
 
 # ---- Ray Datasets (the job's driver) ------------------------------------------------------------------------------
+#: The learnable corpus is read in this many blocks (two packing tasks per pass).
+LEARNABLE_BLOCKS = 2
+
+
 def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) -> dict[str, Any]:
-    """``{"train": Dataset, "eval": Dataset}`` of packed ``input_ids`` rows for ``cfg["data"]``.
+    """``{"train": Dataset}`` of packed ``input_ids`` rows for ``cfg["data"]`` (the held-out rows: :func:`eval_rows`).
 
     ``model_dir``: the resolved ``model_id`` on the driver (its tokenizer is used when it has one; the Ray Data
-    tasks resolve ``model_id`` again on their own node). The eval split is cut to ``EVAL_MAX_BATCHES`` per rank."""
-    import ray.data
+    tasks resolve ``model_id`` again on their own node)."""
+    if (cfg.get("data") or LEARNABLE) == RANDOM:
+        need = int(cfg["steps"]) * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
+        return {"train": _random_rows(need, int(cfg["seq_len"]), vocab_size, int(cfg["seed"]))}
+    return {"train": _packed(_texts(cfg), cfg, model_dir, "train")}
+
+
+def eval_rows(cfg: dict[str, Any], model_dir: str | None, vocab_size: int):
+    """The held-out rows every evaluation reads (int64, ``[rows, seq_len]``), made once by the driver: at most
+    ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block by block as the train split's
+    tasks pack theirs; files and S3: the first held-out rows Ray Data packs; ``random``: seeded random ids."""
+    import numpy as np
 
     source = cfg.get("data") or LEARNABLE
-    seq_len = int(cfg["seq_len"])
+    seq_len, batch = int(cfg["seq_len"]), int(cfg["batch_size"])
+    rows = EVAL_MAX_BATCHES * batch * int(cfg.get("num_workers") or 1)
     if source == RANDOM:
-        need = int(cfg["steps"]) * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
-        return {
-            "train": _random_rows(need, seq_len, vocab_size, int(cfg["seed"])),
-            "eval": _random_rows(EVAL_MAX_BATCHES * int(cfg["batch_size"]), seq_len, vocab_size, int(cfg["seed"]) + 1),
-        }
+        return np.random.default_rng(int(cfg["seed"]) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
     if source == LEARNABLE:
-        # two blocks: two tasks per pass, each packing 10,000 short lines in well under a second
-        texts = ray.data.from_items([{"text": t} for t in learnable_lines(int(cfg["seed"]))], override_num_blocks=2)
-    else:
-        texts = read_texts(source)
+        packer = TextPacker(seq_len, cfg.get("model_id"), has_own_tokenizer=has_tokenizer(model_dir), split="eval")
+        lines = learnable_lines(int(cfg["seed"]))
+        n, k = len(lines), LEARNABLE_BLOCKS
+        packed = [packer({"text": lines[i * n // k : (i + 1) * n // k]})["input_ids"] for i in range(k)]
+        return np.concatenate(packed)[:rows]
+    got = _packed(_texts(cfg), cfg, model_dir, "eval").limit(rows).take_all()
+    return np.asarray([r["input_ids"] for r in got], dtype=np.int64).reshape(len(got), seq_len)
+
+
+def rank_rows(rows, rank: int, world: int):
+    """This rank's share of the held-out rows: equal shares (a remainder is left out), so every rank evaluates the
+    same number of batches and their losses are averaged by one all-reduce."""
+    per = len(rows) // world
+    return rows[rank * per : (rank + 1) * per]
+
+
+def _texts(cfg: dict[str, Any]):
+    """A Ray Dataset with one ``text`` column: the learnable corpus or ``cfg["data"]``'s files."""
+    import ray.data
+
+    if (cfg.get("data") or LEARNABLE) == LEARNABLE:
+        items = [{"text": t} for t in learnable_lines(int(cfg["seed"]))]
+        return ray.data.from_items(items, override_num_blocks=LEARNABLE_BLOCKS)
+    return read_texts(cfg["data"])
+
+
+def _packed(texts, cfg: dict[str, Any], model_dir: str | None, split: str):
+    """``texts`` tokenized and packed to ``seq_len`` rows, keeping ``split``'s texts (see :func:`is_eval`)."""
     own = has_tokenizer(model_dir)
-    zero = {"num_cpus": 0}  # the training workers hold the worker nodes' CPUs; this work is light
-    out = {}
-    for name in ("train", "eval"):
-        packer = TextPacker(seq_len, cfg.get("model_id"), has_own_tokenizer=own, split=name)
-        # whole blocks: a row is cut from the texts of one batch, and the held-out texts of a few hundred
-        # short lines hold fewer tokens than one row of a long seq_len (2048: no eval row at all)
-        out[name] = texts.map_batches(packer, batch_size=None, batch_format="numpy", **zero)
-    rows = EVAL_MAX_BATCHES * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
-    out["eval"] = out["eval"].limit(rows)
-    return out
+    packer = TextPacker(int(cfg["seq_len"]), cfg.get("model_id"), has_own_tokenizer=own, split=split)
+    # whole blocks: a row is cut from the texts of one batch, and the held-out texts of a few hundred short lines
+    # hold fewer tokens than one row of a long seq_len (2048: no eval row at all); num_cpus=0: the training workers
+    # hold the worker nodes' CPUs, and this work is light
+    return texts.map_batches(packer, batch_size=None, batch_format="numpy", num_cpus=0)
 
 
 def read_texts(source: str):
@@ -249,7 +284,7 @@ def _random_rows(n: int, seq_len: int, vocab: int, seed: int):
 
 
 def data_config():
-    """Ray Train's DataConfig: split every dataset, order preserved, no locality hints (deterministic shards)."""
+    """Ray Train's DataConfig: the train dataset split, order preserved, no locality hints (deterministic shards)."""
     from ray.data import ExecutionOptions
     from ray.train import DataConfig
 

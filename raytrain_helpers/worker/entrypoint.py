@@ -32,15 +32,16 @@ def _num_workers(requested: int, use_gpu: bool) -> int:
     return requested or slots
 
 
-def datasets_for(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The job's Ray Datasets (``train`` and held-out ``eval``) for ``train.data``, tokenized for the model."""
+def datasets_for(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The job's ``train`` Ray Dataset and its held-out rows for ``train.data``, tokenized for the model."""
     model_dir = None
     if cfg.get("model_id"):
         try:
             model_dir = resolve_model_dir(cfg["model_id"])
         except ModelSourceError as e:
             raise SystemExit(f"[driver] {e}") from None
-    return data_mod.build_datasets(cfg, model_dir, int(cfg["model"]["vocab_size"]))
+    vocab = int(cfg["model"]["vocab_size"])
+    return data_mod.build_datasets(cfg, model_dir, vocab), data_mod.eval_rows(cfg, model_dir, vocab)
 
 
 #: After a failed run, how long the driver waits for Ray to mark a lost node dead: the GCS declares a node dead
@@ -92,8 +93,15 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         f"run={cfg['run_name']}, storage={cfg['storage_path']}",
         flush=True,
     )
-    datasets = datasets_for(cfg)
-    print(f"[driver] data: {cfg.get('data') or data_mod.LEARNABLE} -> Ray Datasets {sorted(datasets)}", flush=True)
+    datasets, held_out = datasets_for(cfg)
+    # the held-out rows go to Ray's object store once; every worker reads them from there (train_loop_config
+    # carries the reference, not the rows)
+    cfg = dict(cfg, eval_rows=ray.put(held_out))
+    print(
+        f"[driver] data: {cfg.get('data') or data_mod.LEARNABLE} -> Ray Dataset 'train' (split over the workers), "
+        f"{len(held_out)} held-out rows",
+        flush=True,
+    )
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg,

@@ -67,23 +67,35 @@ def _random_batches(cfg: dict[str, Any], rank: int, vocab: int):
         yield torch.randint(0, vocab, (cfg["batch_size"], cfg["seq_len"]), generator=g)
 
 
-def _readers(cfg: dict[str, Any], rank: int, vocab: int):
-    """This rank's train reader and eval batches: its Ray Data shards (``get_dataset_shard``), or, outside a
-    Ray Train run with datasets (the torchrun benchmark), seeded random tokens."""
+def _readers(cfg: dict[str, Any], rank: int, world: int, vocab: int):
+    """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``) and its share of the
+    driver's held-out rows, or, outside a Ray Train run with datasets (the torchrun benchmark), seeded random
+    tokens and no evaluation."""
     import ray.train
 
     try:
         train_shard = ray.train.get_dataset_shard("train")
-        eval_shard = ray.train.get_dataset_shard("eval")
     except Exception:  # noqa: BLE001 - not in a Ray Train session with datasets
-        train_shard = eval_shard = None
+        train_shard = None
     if train_shard is None:
         if (cfg.get("data") or data_mod.RANDOM) != data_mod.RANDOM:
             raise RuntimeError(f"train.data = {cfg.get('data')!r} needs the job's Ray Datasets; none were given")
         return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), None
     b = int(cfg["batch_size"])
     reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
-    return reader, (lambda: eval_shard.iter_torch_batches(batch_size=b))
+    return reader, _held_out_batches(cfg, rank, world)
+
+
+def _held_out_batches(cfg: dict[str, Any], rank: int, world: int):
+    """This rank's held-out batches: its share of the rows the driver put in Ray's object store."""
+    import ray
+    import torch
+
+    if cfg.get("eval_rows") is None:
+        return None
+    mine = torch.tensor(data_mod.rank_rows(ray.get(cfg["eval_rows"]), rank, world))  # a copy: the store's is read-only
+    b = int(cfg["batch_size"])
+    return lambda: ({"input_ids": mine[i : i + b]} for i in range(0, len(mine), b))
 
 
 def _peak_memory(device) -> int:
@@ -166,7 +178,7 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
         model = build_model(cfg, device)
         patch(model)
         shard_model(model, mixed_precision=mixed)
-    reader, eval_batches = _readers(cfg, rank, model.config.vocab_size)
+    reader, eval_batches = _readers(cfg, rank, world, model.config.vocab_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], fused=on_gpu or None)
     return _Worker(
         rank=rank,

@@ -14,8 +14,8 @@ from raytrain_helpers.worker import data
 
 pytestmark = pytest.mark.integration
 
-#: A driver on the session's cluster: the learnable datasets for one worker at seq_len 2048 (the GPU shape),
-#: counted row by row.
+#: A driver on the session's cluster: the learnable train dataset and held-out rows for one worker at seq_len 2048
+#: (the GPU shape), counted row by row.
 DRIVER = textwrap.dedent(
     """
     import json, ray
@@ -23,7 +23,8 @@ DRIVER = textwrap.dedent(
     ray.init(log_to_driver=False)
     cfg = dict(data="learnable", seq_len=2048, batch_size=22, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
-    print("COUNTS " + json.dumps({name: d.count() for name, d in ds.items()}))
+    counts = {name: d.count() for name, d in ds.items()}
+    print("COUNTS " + json.dumps(dict(counts, eval=len(data.eval_rows(cfg, None, data.BYTE_VOCAB)))))
     """
 )
 
@@ -61,6 +62,7 @@ S3_DRIVER = textwrap.dedent(
     cfg = dict(data=sys.argv[1], seq_len=16, batch_size=2, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     rows = {name: [r["input_ids"].tolist() for r in d.take_all()] for name, d in ds.items()}
+    rows["eval"] = data.eval_rows(cfg, None, data.BYTE_VOCAB).tolist()
     print("ROWS " + json.dumps(rows))
     """
 )
@@ -94,7 +96,7 @@ def test_text_is_read_from_s3_and_packed(local_settings, local_cluster):
     for split in ("train", "eval"):
         texts = [t for t in lines if data.is_eval(t) == (split == "eval")]
         ideal = sum(len(t.encode()) + 1 for t in texts) // 16  # each text and its EOS, 16 per row, 2 files
-        if split == "eval":  # the driver cuts the held-out split to what the evals read
+        if split == "eval":  # the driver takes from the held-out split what the evals read
             ideal = min(ideal, data.EVAL_MAX_BATCHES * 2)
         assert ideal - 2 <= len(rows[split]) <= ideal, (split, len(rows[split]), ideal)
     stream = data.byte_decode(i for row in rows["train"] for i in row if i < 256)

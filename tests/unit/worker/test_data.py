@@ -52,6 +52,31 @@ def test_the_packer_of_a_split_packs_only_that_splits_texts():
     )
 
 
+def test_the_driver_packs_the_held_out_rows_of_the_learnable_corpus_block_by_block():
+    """What every evaluation reads: only held-out texts, packed per block like the train split's tasks, cut to
+    EVAL_MAX_BATCHES batches per rank; the same rows every time."""
+    cfg = dict(data="learnable", seq_len=16, batch_size=2, seed=0, num_workers=2)
+    rows = data.eval_rows(cfg, None, data.BYTE_VOCAB)
+    lines = data.learnable_lines(0)
+    half = len(lines) // data.LEARNABLE_BLOCKS
+    first_block = data.TextPacker(16).pack([t for t in lines[:half] if data.is_eval(t)])
+    assert rows.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and rows.dtype.name == "int64"
+    assert rows.tolist() == first_block[: len(rows)]
+    assert (rows == data.eval_rows(cfg, None, data.BYTE_VOCAB)).all()
+    long = data.eval_rows(dict(cfg, seq_len=2048, batch_size=22), None, data.BYTE_VOCAB)
+    held = sum(len(t.encode()) + 1 for t in lines if data.is_eval(t))
+    assert held // 2048 - data.LEARNABLE_BLOCKS <= len(long) <= held // 2048  # less than a row lost per block
+    noise = data.eval_rows(dict(cfg, data="random"), None, 50)
+    assert noise.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and 0 <= noise.min() and noise.max() < 50
+
+
+def test_every_rank_evaluates_an_equal_share_of_the_held_out_rows():
+    rows = list(range(7))
+    shares = [data.rank_rows(rows, r, 3) for r in range(3)]
+    assert shares == [[0, 1], [2, 3], [4, 5]]  # equal shares, the remainder left out
+    assert data.rank_rows(rows[:2], 2, 3) == []  # fewer rows than ranks: no rank evaluates
+
+
 def test_byte_tokenizer_matches_the_packer_and_fits_the_tiny_vocab():
     from raytrain_helpers.core.config import PRESETS
 
