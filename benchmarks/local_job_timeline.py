@@ -5,7 +5,9 @@
 Starts the local cluster when it is not running (and stops it at the end only then), submits 05's job
 (``rt.steps.train.submit``, the default settings: tiny preset, 8 steps, learnable data, CPU workers) ``--runs``
 times under new run names, and times each step as the job's log brings it back. The first run on a fresh cluster
-pays for cold caches; the figures of every run are kept.
+pays for cold caches; the figures of every run are kept. ``machine_cpu_s``: the CPU time the whole machine spent
+while the job ran (from ``/proc/stat``, Linux only; the idle cluster's own share included), on a quiet machine
+what the job costs.
 """
 
 from __future__ import annotations
@@ -38,11 +40,20 @@ class StepClock:
         pass
 
 
+def machine_cpu_s() -> float | None:
+    """CPU seconds the machine has spent busy since boot (user, nice, system; ``/proc/stat``), None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:4]
+    except OSError:
+        return None
+    return sum(int(f) for f in fields) / os.sysconf("SC_CLK_TCK")
+
+
 def one_job(settings) -> dict:
-    t0 = time.time()
+    t0, cpu0 = time.time(), machine_cpu_s()
     clock = StepClock(t0)
     run = train.submit(settings, run_name=f"timeline-{uuid.uuid4().hex[:6]}", quiet=True, progress=clock)
-    end = round(time.time() - t0, 2)
+    end, cpu1 = round(time.time() - t0, 2), machine_cpu_s()
     steps = sorted(clock.at)
     return dict(
         ok=run.ok,
@@ -51,6 +62,7 @@ def one_job(settings) -> dict:
         submit_to_first_step_s=clock.at[steps[0]] if steps else None,
         submit_to_last_step_s=clock.at[steps[-1]] if steps else None,
         submit_to_finished_s=end,
+        machine_cpu_s=round(cpu1 - cpu0, 1) if cpu0 is not None else None,
         step_arrivals_s=[clock.at[s] for s in steps],
         mean_step_compute_s=sum(r["mean_step_time_s"] for r in run.ranks) / len(run.ranks) if run.ranks else None,
     )
