@@ -5,7 +5,7 @@ imports only torch, transformers, ray, the standard library and the package's sh
 plain JSON-able config.
 
 Each rank reads its shard of the ``train`` dataset (``ray.train.get_dataset_shard``). Per step rank 0 prints loss,
-step time, tokens/s and peak memory, and every ``eval_every`` steps the loss on the held-out ``eval`` shard; every
+step time, tokens/s and peak memory, and every ``eval_every`` steps the loss on the held-out rows; every
 ``checkpoint_every`` steps (and at the end) it writes a sharded ``torch.distributed.checkpoint`` (with the data
 position) to the run's storage path through ``ray.train.report``; when the run is started again with the same
 name it resumes from the latest one, data included. At the end the model is exported once as a Hugging Face
@@ -80,22 +80,23 @@ def _readers(cfg: dict[str, Any], rank: int, world: int, vocab: int):
     if train_shard is None:
         if (cfg.get("data") or data_mod.RANDOM) != data_mod.RANDOM:
             raise RuntimeError(f"train.data = {cfg.get('data')!r} needs the job's Ray Datasets; none were given")
-        return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), None
+        return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), []
     b = int(cfg["batch_size"])
     reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
     return reader, _held_out_batches(cfg, rank, world)
 
 
-def _held_out_batches(cfg: dict[str, Any], rank: int, world: int):
-    """This rank's held-out batches: its share of the rows the driver put in Ray's object store."""
+def _held_out_batches(cfg: dict[str, Any], rank: int, world: int) -> list:
+    """This rank's held-out batches (the same at every evaluation): its share of the rows the driver put in Ray's
+    object store, at most ``EVAL_MAX_BATCHES`` batches."""
     import ray
     import torch
 
     if cfg.get("eval_rows") is None:
-        return None
+        return []
     mine = torch.tensor(data_mod.rank_rows(ray.get(cfg["eval_rows"]), rank, world))  # a copy: the store's is read-only
     b = int(cfg["batch_size"])
-    return lambda: ({"input_ids": mine[i : i + b]} for i in range(0, len(mine), b))
+    return [mine[i : i + b] for i in range(0, len(mine), b)][: data_mod.EVAL_MAX_BATCHES]
 
 
 def _peak_memory(device) -> int:
@@ -193,7 +194,6 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
         model_dir=model_dir,
         reader=reader,
         eval_batches=eval_batches,
-        eval_cache=None,
         evals=[],
         digests=[],
     )
@@ -294,22 +294,18 @@ def eval_due(cfg: dict[str, Any], step: int, steps: int) -> bool:
 
 
 def _evaluate(w: _Worker, cfg: dict[str, Any], step: int) -> float | None:
-    """Mean loss on the held-out eval shards (the same batches every time), averaged over the ranks."""
+    """Mean loss on this rank's held-out batches (the same every time), averaged over the ranks."""
     import torch
     import torch.distributed as dist
 
-    if w.eval_batches is None:
-        return None
-    if w.eval_cache is None:  # read this rank's eval shard once (the driver limited its size)
-        w.eval_cache = [b["input_ids"] for b in w.eval_batches()][: data_mod.EVAL_MAX_BATCHES]
-    if not w.eval_cache:
+    if not w.eval_batches:  # every rank alike: the shares are equal
         return None
     w.model.eval()
     with torch.no_grad():
-        total = sum(kernels.causal_lm_loss(w.model, ids.to(w.device)).detach().float() for ids in w.eval_cache)
+        total = sum(kernels.causal_lm_loss(w.model, ids.to(w.device)).detach().float() for ids in w.eval_batches)
     w.model.reshard()  # the root stays unsharded after a forward without backward: free it before training
     w.model.train()
-    avg = (total / len(w.eval_cache)).clone()
+    avg = (total / len(w.eval_batches)).clone()
     dist.all_reduce(avg)
     loss = avg.item() / w.world
     w.evals.append((step, loss))
