@@ -92,12 +92,24 @@ def local_cluster(local_settings):
     assert not local.our_pids(local_settings), "the test cluster left processes behind"
 
 
-#: Modules whose tests share module fixtures (the aws notebooks also depend on each other's order; the browser tests
-#: share one JupyterLab and one Chromium, which take half a minute to start on a busy machine): one worker runs each
-#: whole.
-ORDERED_MODULES = ("test_aws_notebooks.py", "test_jupyterlab.py")
-#: Fixtures that need the session's local Ray cluster.
-CLUSTER_FIXTURES = {"local_cluster"}
+@pytest.fixture(scope="session")
+def learner(tmp_path_factory, test_runs_dir):
+    """JupyterLab serving a folder of its own for the session (started on first use), in which a test runs a
+    notebook through headless Chromium as a learner does (``tests/jupyterlab.py``); None where Chromium or Playwright
+    is absent (``tests.jupyterlab.missing()`` says which)."""
+    from tests import jupyterlab
+
+    if jupyterlab.missing():
+        yield None
+        return
+    with jupyterlab.jupyterlab(tmp_path_factory.mktemp("lab"), test_runs_dir) as lab:
+        yield lab
+
+
+#: Modules whose tests share module fixtures and depend on each other's order: one worker runs each whole.
+ORDERED_MODULES = ("test_aws_notebooks.py",)
+#: Session fixtures that one worker holds: the local Ray cluster, and the JupyterLab whose kernels submit to it.
+CLUSTER_FIXTURES = {"local_cluster", "learner"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

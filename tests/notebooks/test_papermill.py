@@ -37,13 +37,31 @@ def _run(name: str, out: Path, params: dict) -> str:
     return notebook_outputs(out)
 
 
-def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, tmp_path):
-    """05 with -p overrides trains 3 steps (checkpoint at 2 and 3); 05 again with more steps resumes from the
-    latest checkpoint without repeating or skipping data; the held-out loss fell; the exported model loads and
-    generates; 06's verification then passes every criterion, the checkpoint reloaded into one process (06 itself
-    runs as a notebook in nbval)."""
+def _first_run(learner, params: dict, tmp_path: Path) -> str:
+    """The flow's first 05 run, prepared with ``params`` by papermill: run in JupyterLab as a learner runs it when a
+    browser is here (the live view drew every step, the plain step lines of a headless run stayed out of the page),
+    else executed headless by papermill. Returns the text the notebook printed."""
+    if learner is None:
+        return _run("05_train", tmp_path / "05a.ipynb", params)
+    run = learner.run("05_train", params, "raytrain-live-view", tmp_path)
+    assert not run.errors, run.errors
+    assert run.state["ran"] == run.state["total"], run.state
+    assert run.rendered >= 1 and run.broken == 0, f"the live view did not render ({run.rendered} found)"
+    assert run.screenshot.stat().st_size > 10_000
+    assert "step 3/3: loss" in run.widget_text and "tokens/s" in run.widget_text, run.widget_text[:500]
+    assert "3/3" in run.widget_text, "the progress bar reached the last step"
+    assert "[train] step 1/3" not in run.printed, "with a widget front end the step lines are drawn, not printed"
+    assert "Uploading package" not in run.printed, "Ray's client INFO lines stay out of the notebook"
+    return run.printed
+
+
+def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, learner, tmp_path):
+    """05 with -p overrides trains 3 steps (checkpoint at 2 and 3), in JupyterLab where a browser is here (its live
+    view checked), else headless; 05 again, headless with more steps, resumes from the latest checkpoint without
+    repeating or skipping data; the held-out loss fell; the exported model loads and generates; 06's verification
+    then passes every criterion, the checkpoint reloaded into one process (06 itself runs as a notebook in nbval)."""
     params = dict(TEST_LOCAL, run_name="pm-resume", steps=3, checkpoint_every=2, gpus_per_worker_node=0)
-    text = _run("05_train", tmp_path / "05a.ipynb", params)
+    text = _first_run(learner, params, tmp_path)
     assert "steps 0->3 of 3" in text and "SUCCEEDED" in text and "run pm-resume" in text
     s = config.with_overrides(local_settings, run_name="pm-resume", steps=3)
     first = train.load_last(s)
