@@ -28,6 +28,8 @@ from typing import Any
 
 import papermill as pm
 
+from tests.helpers import notebook_outputs
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -48,7 +50,7 @@ class LearnerRun:
     """What a notebook run in JupyterLab left: the saved notebook, the state of its cells as the page counted them,
     the widget's text (empty when it did not render), how many widgets failed to display, the screenshot."""
 
-    saved: dict
+    path: Path
     state: dict
     widget_text: str
     rendered: int
@@ -57,9 +59,10 @@ class LearnerRun:
 
     @property
     def errors(self) -> list[str]:
+        saved = json.loads(self.path.read_text())
         return [
             o.get("ename", "") + ": " + o.get("evalue", "")
-            for c in self.saved["cells"]
+            for c in saved["cells"]
             if c["cell_type"] == "code"
             for o in c.get("outputs", [])
             if o.get("output_type") == "error"
@@ -67,13 +70,15 @@ class LearnerRun:
 
     @property
     def printed(self) -> str:
-        """Every text output of the saved notebook (stream text and plain-text results)."""
-        return "\n".join(
-            "".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
-            for c in self.saved["cells"]
-            if c["cell_type"] == "code"
-            for o in c.get("outputs", [])
-        )
+        """Every text output of the saved notebook."""
+        return notebook_outputs(self.path)
+
+    def check_ran(self, what: str) -> None:
+        """Every code cell ran, none holds an error, ``what`` (the widget) rendered, none failed to display."""
+        assert not self.errors, self.errors
+        assert self.state["ran"] == self.state["total"], self.state
+        assert self.rendered >= 1 and self.broken == 0, f"the {what} did not render ({self.rendered} found)"
+        assert self.screenshot.stat().st_size > 10_000
 
 
 class Learner:
@@ -101,7 +106,7 @@ class Learner:
                 state, text, rendered, broken, shot = self._drive(browser.new_page(), nb_path, widget_class, shots)
             finally:
                 browser.close()
-        return LearnerRun(json.loads(nb_path.read_text()), state, text, rendered, broken, shot)
+        return LearnerRun(nb_path, state, text, rendered, broken, shot)
 
     def _drive(self, page, nb_path: Path, widget_class: str, shots: Path) -> tuple[dict, str, int, int, Path]:
         page.set_viewport_size({"width": 1280, "height": 900})
