@@ -21,6 +21,7 @@ import ast
 import copy
 import difflib
 import functools
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -972,12 +973,19 @@ def _explain(err: ValidationError, layers: _Layered, path: Path | None) -> str:
     return head + "\n  - " + "\n  - ".join(lines)
 
 
-def _check_ray_version(settings: Settings, layers: _Layered) -> None:
+def installed_ray_version() -> str | None:
+    """The installed Ray's version, read from its package metadata (importing Ray costs about half a CPU-second,
+    in every kernel and command that loads the settings); None where Ray is not installed."""
     try:
-        import ray  # noqa: WPS433
-    except ImportError:
+        return importlib.metadata.version("ray")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _check_ray_version(settings: Settings, layers: _Layered) -> None:
+    installed = installed_ray_version()
+    if installed is None:
         return
-    installed = ray.__version__
     if installed != settings.versions.ray_version:
         where = layers.source.get(("versions", "ray_version"), "default")
         raise ConfigError(

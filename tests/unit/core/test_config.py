@@ -92,9 +92,20 @@ def test_bad_values_name_the_field_and_the_fix(kw, field, fix):
 def test_ray_version_must_equal_installed():
     import ray
 
+    assert config.installed_ray_version() == ray.__version__
     with pytest.raises(config.ConfigError) as e:
         load(ray_version="2.57.0")
     assert "RAY_VERSION" in str(e.value) and ray.__version__ in str(e.value)
+
+
+def test_loading_the_settings_does_not_import_ray(repo_root):
+    """Every kernel and command loads the settings; the version check reads Ray's metadata instead of importing it."""
+    code = (
+        "import sys, raytrain_helpers as rt; rt.load(sys.argv[1]); print(sorted({'ray', 'torch'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(repo_root / "env.yaml")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_unknown_setting_in_yaml_and_param(tmp_path):
