@@ -128,7 +128,7 @@ CAPACITY = notebook(
     ],
     time="under a minute on the local target; about 5 minutes on aws (read-only API calls).",
     prereqs=[
-        "this repository installed: `python3 -m pip install -c constraints.txt -e .` (Ray, PyTorch, Transformers)",
+        "this repository installed by the README's first command (`.venv/` with Ray, PyTorch, Transformers)",
         "comfort with PyTorch: a model, a loss, `backward()`, an optimizer step; no Ray, Kubernetes or EFA needed",
         "for aws: credentials for an account where you may create EKS clusters and EC2 instances "
         "(`aws sts get-caller-identity` answers), and `eksctl` on your PATH for notebook 02",
