@@ -919,6 +919,11 @@ def loaded_env_file(settings: Settings) -> str | None:
     return settings.__dict__.get("_env_file")
 
 
+#: PyYAML's safe loader, in C where PyYAML was built with libyaml (env.yaml: 1 ms instead of 6 ms, and every kernel,
+#: command and test reads it).
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     """A settings file's YAML document ({} when empty); unreadable or invalid files name the fix."""
     try:
@@ -928,7 +933,7 @@ def _read_yaml(path: Path) -> Any:
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror}). Fix: check the path and its permissions") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
