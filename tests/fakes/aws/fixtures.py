@@ -27,6 +27,19 @@ _AWS_VARS = (
 )
 
 
+def share_api_models(mp: pytest.MonkeyPatch) -> None:
+    """Every botocore session a test makes reads the API models through the product's one loader
+    (``clients.aws.shared_loader``), so each model is parsed once per process: under ``mock_aws`` boto3 has no
+    default session, so each ``boto3.client`` call of a test or of moto's seeding made a new one and parsed the EC2
+    model (the largest) again - about 20 of the unit tests' CPU-seconds."""
+    import botocore.session
+
+    from raytrain_helpers.clients import aws
+
+    own = botocore.session.create_loader
+    mp.setattr(botocore.session, "create_loader", lambda path=None: own(path) if path else aws.shared_loader())
+
+
 def make_settings(tmp_path: Path, **params):
     """Settings from a copy of the repository's env.yaml in tmp_path (runs/ then lands in tmp_path)."""
     import raytrain_helpers as rt
@@ -52,6 +65,7 @@ def mocked_aws(monkeypatch, tmp_path):
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    share_api_models(monkeypatch)
     moto_ext.install()
     moto_ext.FAKE.reset()
     with mock_aws():
@@ -66,6 +80,7 @@ def moto_srv():
     mp = pytest.MonkeyPatch()
     for k in _AWS_VARS:
         mp.delenv(k, raising=False)
+    share_api_models(mp)
     with moto_server() as srv:
         yield srv
     mp.undo()
