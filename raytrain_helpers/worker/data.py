@@ -9,8 +9,11 @@ Sources (``train.data``):
   ``text`` column); on aws an ``s3://`` prefix, read by every node.
 - ``random`` — uniformly random token ids, for throughput benchmarks only (nothing can be learned).
 
-The job's driver builds the ``train`` Ray Dataset of packed ``input_ids`` rows; Ray Train splits it over the
-workers (``streaming_split(equal=True)``), and every worker reads its own shard with
+The job's driver builds the ``train`` Ray Dataset of packed ``input_ids`` rows: files and S3 are read and packed by
+Ray Data tasks on the nodes; the ``learnable`` corpus (which the driver writes itself, about 3 MB of ids) and
+``random`` ids are made by the driver and handed to Ray Data as rows (``ray.data.from_items``), so no task has to
+start a Python process for them - on a small machine that start costs more than the packing. Ray Train splits the
+dataset over the workers (``streaming_split(equal=True)``), and every worker reads its own shard with
 ``get_dataset_shard("train").iter_torch_batches(...)``. Order is preserved (``ExecutionOptions(preserve_order=True)``,
 no locality hints), so with the same data the split gives every rank the same rows in the same order each epoch:
 a resumed run skips the batches it consumed before (its position is stored in the checkpoint) and neither repeats
@@ -171,7 +174,7 @@ class TextPacker:
 
 
 # ---- Ray Datasets (the job's driver) ------------------------------------------------------------------------------
-#: The learnable corpus is read in this many blocks (two packing tasks per pass).
+#: The learnable corpus is packed in this many blocks.
 LEARNABLE_BLOCKS = 2
 
 
@@ -180,16 +183,49 @@ def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) 
 
     ``model_dir``: the resolved ``model_id`` on the driver (its tokenizer is used when it has one; the Ray Data
     tasks resolve ``model_id`` again on their own node)."""
-    if (cfg.get("data") or LEARNABLE) == RANDOM:
-        need = int(cfg["steps"]) * int(cfg["batch_size"]) * int(cfg.get("num_workers") or 1)
-        return {"train": _random_rows(need, int(cfg["seq_len"]), vocab_size, int(cfg["seed"]))}
-    return {"train": _packed(_texts(cfg), cfg, model_dir, "train")}
+    import numpy as np
+
+    source = cfg.get("data") or LEARNABLE
+    workers = int(cfg.get("num_workers") or 1)
+    if source == RANDOM:
+        need = int(cfg["steps"]) * int(cfg["batch_size"]) * workers
+        shape = (max(need, 1), int(cfg["seq_len"]))
+        ids = np.random.default_rng(int(cfg["seed"])).integers(0, vocab_size, shape, dtype=np.int64)
+        return {"train": driver_rows(ids, workers)}
+    if source == LEARNABLE:
+        rows = np.concatenate(learnable_blocks(cfg, model_dir, "train"))
+        return {"train": driver_rows(rows, workers)}
+    return {"train": _packed(read_texts(source), cfg, model_dir, "train")}
+
+
+def learnable_blocks(cfg: dict[str, Any], model_dir: str | None, split: str) -> list:
+    """The learnable corpus packed for ``split``, block by block (``LEARNABLE_BLOCKS`` equal parts of its lines):
+    a row is cut from one block's texts, as Ray Data cuts a file's rows from one block."""
+    packer = TextPacker(
+        int(cfg["seq_len"]), cfg.get("model_id"), has_own_tokenizer=has_tokenizer(model_dir), split=split
+    )
+    lines = learnable_lines(int(cfg["seed"]))
+    n, k = len(lines), LEARNABLE_BLOCKS
+    return [packer({"text": lines[i * n // k : (i + 1) * n // k]})["input_ids"] for i in range(k)]
+
+
+def driver_rows(rows, workers: int):
+    """Rows the driver made (int64, ``[rows, seq_len]``) as a Ray Dataset of ``input_ids`` that Ray Train splits
+    without running a task: ``from_items`` builds the blocks in this process and puts them in the object store
+    (``from_numpy`` or a map operator would run tasks, each starting a Python process on a small machine), and
+    there is one block per worker, each exactly its share, so the equal split has no block to slice (the remainder
+    it would drop is dropped here)."""
+    import ray.data
+
+    workers = max(1, workers)
+    rows = rows[: len(rows) - len(rows) % workers] if len(rows) >= workers else rows
+    return ray.data.from_items([{"input_ids": r} for r in rows], override_num_blocks=max(1, min(workers, len(rows))))
 
 
 def eval_rows(cfg: dict[str, Any], model_dir: str | None, vocab_size: int):
     """The held-out rows every evaluation reads (int64, ``[rows, seq_len]``), made once by the driver: at most
-    ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block by block as the train split's
-    tasks pack theirs; files and S3: the first held-out rows Ray Data packs; ``random``: seeded random ids."""
+    ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block by block like the train split;
+    files and S3: the first held-out rows Ray Data packs; ``random``: seeded random ids."""
     import numpy as np
 
     source = cfg.get("data") or LEARNABLE
@@ -198,12 +234,8 @@ def eval_rows(cfg: dict[str, Any], model_dir: str | None, vocab_size: int):
     if source == RANDOM:
         return np.random.default_rng(int(cfg["seed"]) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
     if source == LEARNABLE:
-        packer = TextPacker(seq_len, cfg.get("model_id"), has_own_tokenizer=has_tokenizer(model_dir), split="eval")
-        lines = learnable_lines(int(cfg["seed"]))
-        n, k = len(lines), LEARNABLE_BLOCKS
-        packed = [packer({"text": lines[i * n // k : (i + 1) * n // k]})["input_ids"] for i in range(k)]
-        return np.concatenate(packed)[:rows]
-    got = _packed(_texts(cfg), cfg, model_dir, "eval").limit(rows).take_all()
+        return np.concatenate(learnable_blocks(cfg, model_dir, "eval"))[:rows]
+    got = _packed(read_texts(source), cfg, model_dir, "eval").limit(rows).take_all()
     return np.asarray([r["input_ids"] for r in got], dtype=np.int64).reshape(len(got), seq_len)
 
 
@@ -212,16 +244,6 @@ def rank_rows(rows, rank: int, world: int):
     same number of batches and their losses are averaged by one all-reduce."""
     per = len(rows) // world
     return rows[rank * per : (rank + 1) * per]
-
-
-def _texts(cfg: dict[str, Any]):
-    """A Ray Dataset with one ``text`` column: the learnable corpus or ``cfg["data"]``'s files."""
-    import ray.data
-
-    if (cfg.get("data") or LEARNABLE) == LEARNABLE:
-        items = [{"text": t} for t in learnable_lines(int(cfg["seed"]))]
-        return ray.data.from_items(items, override_num_blocks=LEARNABLE_BLOCKS)
-    return read_texts(cfg["data"])
 
 
 def _packed(texts, cfg: dict[str, Any], model_dir: str | None, split: str):
@@ -271,16 +293,6 @@ def _folder_extension(source: str) -> str:
             f"{exts or 'none'}. Fix: point train.data at one file or a folder of one kind"
         )
     return exts[0]
-
-
-def _random_rows(n: int, seq_len: int, vocab: int, seed: int):
-    import numpy as np
-    import ray.data
-
-    ids = np.random.default_rng(seed).integers(0, vocab, size=(max(n, 1), seq_len), dtype=np.int64)
-    # num_cpus=0 like every other operator here: the training workers hold the nodes' CPUs, and an operator
-    # asking for one would wait for ever
-    return ray.data.from_numpy(ids).rename_columns({"data": "input_ids"}, num_cpus=0)
 
 
 def data_config():

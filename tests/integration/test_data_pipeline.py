@@ -15,16 +15,31 @@ from raytrain_helpers.worker import data
 pytestmark = pytest.mark.integration
 
 #: A driver on the session's cluster: the learnable train dataset and held-out rows for one worker at seq_len 2048
-#: (the GPU shape), counted row by row.
+#: (the GPU shape), counted row by row; then the learnable and random train datasets for two workers, split as Ray
+#: Train splits them and read to the end, and the Ray tasks (not actor calls) this driver's job ran.
 DRIVER = textwrap.dedent(
     """
-    import json, ray
+    import json, threading, ray
+    from ray.util.state import list_tasks
     from raytrain_helpers.worker import data
     ray.init(log_to_driver=False)
     cfg = dict(data="learnable", seq_len=2048, batch_size=22, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     counts = {name: d.count() for name, d in ds.items()}
     print("COUNTS " + json.dumps(dict(counts, eval=len(data.eval_rows(cfg, None, data.BYTE_VOCAB)))))
+    batches = {}
+    for source in ("learnable", "random"):
+        cfg = dict(data=source, seq_len=128, batch_size=2, seed=0, steps=8, num_workers=2)
+        shards = data.build_datasets(cfg, None, data.BYTE_VOCAB)["train"].streaming_split(2, equal=True)
+        def read(rank, source=source, shards=shards):
+            batches[f"{source}-{rank}"] = sum(1 for _ in shards[rank].iter_torch_batches(batch_size=2))
+        readers = [threading.Thread(target=read, args=(rank,)) for rank in range(2)]
+        [t.start() for t in readers]
+        [t.join() for t in readers]
+    job = ray.get_runtime_context().get_job_id()
+    mine = [("job_id", "=", job), ("type", "=", "NORMAL_TASK")]
+    tasks = sorted({t.name for t in list_tasks(filters=mine, limit=10000)})
+    print("SPLIT " + json.dumps(dict(batches=batches, tasks=tasks)))
     """
 )
 
@@ -34,20 +49,40 @@ def _tokens(split: str) -> int:
     return sum(len(t.encode()) + 1 for t in data.learnable_lines(0) if data.is_eval(t) == (split == "eval"))
 
 
-def test_long_rows_are_packed_across_whole_blocks(local_settings, local_cluster):
+@pytest.fixture(scope="module")
+def learnable_driver(local_settings, local_cluster) -> dict:
+    """What :data:`DRIVER` printed, by its line's first word."""
+    env = dict(os.environ, RAY_ADDRESS=f"127.0.0.1:{local_settings.local.gcs_port}")
+    r = subprocess.run([sys.executable, "-c", DRIVER], env=env, capture_output=True, text=True, timeout=300)
+    out = {
+        x.split(" ", 1)[0]: json.loads(x.split(" ", 1)[1])
+        for x in r.stdout.splitlines()
+        if x[:6] in ("COUNTS", "SPLIT ")
+    }
+    assert set(out) == {"COUNTS", "SPLIT"}, r.stdout[-2000:] + r.stderr[-3000:]
+    return out
+
+
+def test_long_rows_are_packed_across_whole_blocks(learnable_driver):
     """At seq_len 2048 the held-out split still yields rows, and packing loses less than one row per block: rows
     are cut from a whole block's texts, not from each batch of a few hundred lines (whose held-out part is shorter
     than one row)."""
-    env = dict(os.environ, RAY_ADDRESS=f"127.0.0.1:{local_settings.local.gcs_port}")
-    r = subprocess.run([sys.executable, "-c", DRIVER], env=env, capture_output=True, text=True, timeout=300)
-    line = next((x for x in r.stdout.splitlines() if x.startswith("COUNTS ")), None)
-    assert line, r.stdout[-2000:] + r.stderr[-3000:]
-    counts = json.loads(line.removeprefix("COUNTS "))
-    blocks = 2  # the learnable corpus is read in two blocks
+    counts = learnable_driver["COUNTS"]
+    blocks = data.LEARNABLE_BLOCKS
     for split in ("train", "eval"):
         ideal = _tokens(split) // 2048
         assert counts[split] >= 1, counts
         assert ideal - blocks <= counts[split] <= ideal, (split, counts, ideal)
+
+
+def test_the_driver_made_rows_are_split_without_a_task(learnable_driver):
+    """The learnable corpus and random ids are rows the driver made: split over two workers, each worker reads its
+    equal share and no Ray task runs for them (no packing, conversion or block slicing: each task on a small machine
+    starts a Python process); what runs are calls to the actors of Ray Train's split and Ray Data's own."""
+    split = learnable_driver["SPLIT"]
+    b = split["batches"]
+    assert b["learnable-0"] == b["learnable-1"] > 600 and b["random-0"] == b["random-1"] == 8, b
+    assert split["tasks"] == [], split["tasks"]
 
 
 #: A driver on the session's cluster reading ``train.data`` from S3 (moto's server): the Ray Data read tasks run in
