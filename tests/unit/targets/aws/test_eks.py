@@ -533,22 +533,26 @@ def test_cli_cluster(srv, tmp_path, capsys, monkeypatch):
 
 
 def _fake_local_target(monkeypatch):
-    """A stand-in for targets.local recording the calls (nothing starts)."""
+    """The local target with its cluster entry points replaced for the test, recording the calls (nothing starts).
+    The functions of the real module are patched, not the module swapped: a module first imported during the test
+    (the command line's) must not keep a fake after it."""
     import types
 
-    import raytrain_helpers.targets as targets_pkg
+    from raytrain_helpers.targets import local
 
     calls = []
-    fake = types.ModuleType("raytrain_helpers.targets.local")
-    fake.NAME = "local"
-    fake.up = lambda s, plan=False: calls.append(("up", plan)) or types.SimpleNamespace(running=True)
-    fake.status = lambda s: calls.append(("status",)) or types.SimpleNamespace(running=True)
-    fake.down = lambda s: calls.append(("down",)) or types.SimpleNamespace(running=False)
-    fake.cluster = lambda s, action="up", *, assume_yes=False: (
-        calls.append(("cluster", action)) or (types.SimpleNamespace(running=action != "down"))
+    monkeypatch.setattr(
+        local, "up", lambda s, plan=False: calls.append(("up", plan)) or types.SimpleNamespace(running=True)
     )
-    monkeypatch.setitem(sys.modules, "raytrain_helpers.targets.local", fake)
-    monkeypatch.setattr(targets_pkg, "local", fake, raising=False)
+    monkeypatch.setattr(local, "status", lambda s: calls.append(("status",)) or types.SimpleNamespace(running=True))
+    monkeypatch.setattr(local, "down", lambda s: calls.append(("down",)) or types.SimpleNamespace(running=False))
+    monkeypatch.setattr(
+        local,
+        "cluster",
+        lambda s, action="up", *, assume_yes=False: (
+            calls.append(("cluster", action)) or types.SimpleNamespace(running=action != "down")
+        ),
+    )
     return calls
 
 
