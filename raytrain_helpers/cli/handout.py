@@ -28,6 +28,7 @@ import yaml
 from ..core.config import ConfigError, Settings, load, resolve_key
 from ..core.paths import notebooks_dir
 from ..core.tables import format_table
+from ..targets import for_settings
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -211,7 +212,7 @@ def _write_attendee(att: Attendee, folder: Path, gpus_per_attendee: int | None) 
     (folder / "env.yaml").write_text(header + body)
     nb_out = folder / "notebooks"
     nb_out.mkdir()
-    params = dict(run_name=att.ident, target=att.settings.target)
+    params = dict(run_name=att.ident, target=for_settings(att.settings).NAME)
     for nb in sorted(notebooks_dir().glob("[0-9]*.ipynb")):
         papermill.execute_notebook(
             blank_notebook(nb),

@@ -596,16 +596,6 @@ class Settings(_Group):
     def model_config_dict(self) -> dict[str, Any]:
         return dict(PRESETS[self.train.model_preset])
 
-    def expected_transport(self, gpus: int | None = None) -> str:
-        """What NCCL should use between ranks: efa, p2p, socket, or none (gloo on CPU)."""
-        if self.nccl.expect != "auto":
-            return self.nccl.expect
-        if self.target == "aws":
-            return "efa"
-        if gpus is None:
-            gpus = self.local.gpus_per_worker_node
-        return "p2p" if gpus and gpus > 0 else "none"
-
     def flat(self) -> dict[str, Any]:
         """Every setting by its flat name (what papermill and ``-p`` use)."""
         out: dict[str, Any] = {}

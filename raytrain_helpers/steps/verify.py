@@ -100,7 +100,7 @@ def verify(
         kernels=ran_kernels(run),
     )
     check_memory(crit, run, plan)
-    check_transport(crit, settings.expected_transport(1 if on_gpu(run) else 0), audit, audit_error)
+    check_transport(crit, target.expected_transport(settings, 1 if on_gpu(run) else 0), audit, audit_error)
     check_audit_world(crit, audit, world)
     return Verification(crit, run=run, plan=plan, audit=audit, placement=placement)
 
@@ -329,7 +329,7 @@ def worker_logs(settings: Settings, run: JobRun) -> dict[str, str]:
 
 def audit_run(settings: Settings, run: JobRun, logs: str | None = None):
     """Audit the NCCL transport of a run; None when there is nothing to audit (CPU/gloo)."""
-    expect = settings.expected_transport(1 if on_gpu(run) else 0)
+    expect = for_settings(settings).expected_transport(settings, 1 if on_gpu(run) else 0)
     if expect == "none":
         return None
     text = logs if logs is not None else worker_logs(settings, run)

@@ -28,6 +28,7 @@ INTERFACE = (
     "raycluster",
     "job_server",
     "job_defaults",
+    "expected_transport",
     "worker_logs",
     "infra_criteria",
     "benchmark_variants",
@@ -63,6 +64,10 @@ class Target(Protocol):
 
     def job_defaults(self, settings: Settings) -> JobDefaults:
         """05: how the job runs here: GPUs or not, where checkpoints go, transport environment."""
+
+    def expected_transport(self, settings: Settings, gpus: int | None = None) -> str:
+        """06/07: what NCCL should carry between ranks here: ``efa``, ``p2p``, ``socket`` or ``none`` (gloo on CPU
+        workers); ``gpus``: the GPUs per worker the job used. A setting ``nccl.expect`` other than ``auto`` wins."""
 
     def worker_logs(self, settings: Settings, marker: str) -> dict[str, str]:
         """06/07: the training workers' own log text for one job (NCCL prints there), by source name."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .eks import cluster, teardown
 from .identity import infra_criteria, raycluster
-from .jobs import benchmark_variants, job_defaults, where
+from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
 from .placement import capacity
@@ -25,6 +25,7 @@ __all__ = [
     "raycluster",
     "job_server",
     "job_defaults",
+    "expected_transport",
     "worker_logs",
     "infra_criteria",
     "benchmark_variants",

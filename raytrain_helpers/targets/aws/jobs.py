@@ -36,6 +36,11 @@ def job_defaults(settings: Settings) -> JobDefaults:
     return JobDefaults(use_gpu="auto", storage_path=path, env=online, python="python")
 
 
+def expected_transport(settings: Settings, gpus: int | None = None) -> str:
+    """EFA between the GPU nodes (libfabric through the aws-ofi-nccl plugin), whatever ``gpus`` says."""
+    return "efa" if settings.nccl.expect == "auto" else settings.nccl.expect
+
+
 def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
     """EFA (libfabric through the aws-ofi-nccl plugin) against NCCL's plain sockets."""
     return [

@@ -126,6 +126,15 @@ def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
     return [dict(label="gloo", expect="none", env={})]
 
 
+def expected_transport(settings: Settings, gpus: int | None = None) -> str:
+    """P2P (NVLink or PCIe) between the GPUs of this machine; none for CPU workers, which use gloo."""
+    if settings.nccl.expect != "auto":
+        return settings.nccl.expect
+    if gpus is None:
+        gpus = settings.local.gpus_per_worker_node
+    return "p2p" if gpus and gpus > 0 else "none"
+
+
 def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
     """Stop every process of the local cluster and list what is left (nothing billable: no confirmation)."""
     return stop_cluster(settings)
@@ -140,6 +149,7 @@ __all__ = [
     "raycluster",
     "job_server",
     "job_defaults",
+    "expected_transport",
     "worker_logs",
     "infra_criteria",
     "benchmark_variants",

@@ -130,14 +130,6 @@ def test_settings_from_notebook_namespace():
     assert s.train.steps == 3 and s.run_name == "nb" and s.target == "local"
 
 
-def test_expected_transport():
-    s = load()
-    assert s.expected_transport(0) == "none"
-    assert s.expected_transport(2) == "p2p"
-    assert load(target="aws").expected_transport() == "efa"
-    assert load(expect="socket").expected_transport(2) == "socket"
-
-
 @pytest.mark.parametrize(
     "args, needle",
     [

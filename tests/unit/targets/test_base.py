@@ -55,17 +55,22 @@ def test_for_settings_refuses_an_unknown_target():
         targets.for_settings(Fake())
 
 
+def _reads_target(node: ast.AST, path: str) -> bool:
+    """``X.target`` where X is a settings object: a name such as ``settings``/``s``/``cfg``, an attribute such as
+    ``att.settings``, or ``self`` inside the Settings class's own module."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "target"):
+        return False
+    owner = node.value
+    if isinstance(owner, ast.Name):
+        return owner.id in ("settings", "s", "cfg") or (owner.id == "self" and path == "core/config.py")
+    return isinstance(owner, ast.Attribute) and owner.attr == "settings"
+
+
 def test_only_for_settings_reads_settings_target():
-    """``<anything>.target`` read from a settings object appears in targets/__init__.py alone."""
+    """``settings.target`` (however the settings object is reached) appears in targets/__init__.py alone: every
+    difference between the targets, the transport NCCL should use included, sits behind the Target interface."""
     offenders = []
     for path in sorted(PKG.rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == "target"
-                and isinstance(node.value, ast.Name)
-                and node.value.id in ("settings", "s", "cfg", "self_settings")
-            ):
-                offenders.append(str(path.relative_to(PKG)))
-    assert set(offenders) == {"targets/__init__.py"}, offenders
+        rel = str(path.relative_to(PKG))
+        offenders += [f"{rel}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text())) if _reads_target(n, rel)]
+    assert [o.split(":")[0] for o in offenders] == ["targets/__init__.py"], offenders

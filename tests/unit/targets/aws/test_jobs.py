@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from raytrain_helpers.core.config import ConfigError, load
+from raytrain_helpers.core.config import ConfigError, load, with_overrides
 from raytrain_helpers.targets.aws import jobs, storage
 
 
@@ -14,6 +14,11 @@ from raytrain_helpers.targets.aws import jobs, storage
 def settings(tmp_path, monkeypatch, repo_root):
     monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
     return load(repo_root / "env.yaml", environ={}, target="aws", run_name="jobs-test")
+
+
+def test_expected_transport_is_efa_unless_the_setting_names_another(settings):
+    assert jobs.expected_transport(settings) == jobs.expected_transport(settings, gpus=4) == "efa"
+    assert jobs.expected_transport(with_overrides(settings, expect="socket")) == "socket"
 
 
 def test_without_storage_path_or_prepared_bucket_the_error_says_run_02(settings):

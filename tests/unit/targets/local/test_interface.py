@@ -37,6 +37,14 @@ def test_job_defaults_on_cpu_and_on_gpus(settings, monkeypatch):
     assert [v["label"] for v in local.benchmark_variants(settings)] == ["p2p", "socket"]
 
 
+def test_expected_transport_is_p2p_between_local_gpus_and_none_on_cpu(settings):
+    assert local.expected_transport(settings) == "none"  # CPU workers talk gloo: no NCCL transport to audit
+    assert local.expected_transport(settings, gpus=0) == "none"
+    assert local.expected_transport(settings, gpus=1) == "p2p"
+    assert local.expected_transport(config.with_overrides(settings, gpus_per_worker_node=2)) == "p2p"
+    assert local.expected_transport(config.with_overrides(settings, expect="socket"), gpus=1) == "socket"
+
+
 def test_infra_rows_say_they_do_not_apply(settings):
     rows = local.infra_criteria(settings)
     assert len(rows) == 3 and all(ok is None and "n/a on local" in why for _, ok, why in rows)
