@@ -73,6 +73,24 @@ def test_no_private_name_crosses_a_module():
     assert not crossing, crossing
 
 
+def test_imports_inside_functions_only_defer_heavy_libraries():
+    """A module of the package is imported at the top of its importer: an import inside a function is there only to
+    defer a heavy third-party library (torch, matplotlib, boto3, kubernetes...), never to dodge a cycle."""
+    deferred = []
+    for path in SOURCES:
+        for fn in _functions(ast.parse(path.read_text())):
+            for node in ast.walk(fn):
+                own = isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("raytrain_helpers")
+                )
+                own = own or (
+                    isinstance(node, ast.Import) and any(a.name.startswith("raytrain_helpers") for a in node.names)
+                )
+                if own:
+                    deferred.append(f"{path.relative_to(REPO)}:{node.lineno} in {fn.name}")
+    assert not deferred, deferred
+
+
 def _imported_modules(path: Path, cache: dict = {}) -> set[str]:  # noqa: B006 - a per-run cache
     if path not in cache:
         names = set()

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..core.config import INSTANCE_TYPES, Settings
 from ..core.tables import table
-from .memory import count_params, model_config
+from . import cost
+from .memory import aws_plan, batch_for, count_params, kernels_for, model_config
 
 #: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s per GPU, with the source of each figure. NVIDIA's data
 #: sheets print the 2:4-sparsity figure; dense is half of it.
@@ -242,9 +243,6 @@ def predict(
 
 def predict_aws(settings: Settings, *, transport: str = "efa", batch_size: int | None = None, prices=None):
     """The configured AWS shape: ``gpu_node_count`` x ``gpu_node_type``, its price from plan/cost.py."""
-    from . import cost
-    from .memory import aws_plan
-
     a, t = settings.aws, settings.train
     it = INSTANCE_TYPES[a.gpu_node_type]
     plan = aws_plan(settings)
@@ -266,8 +264,6 @@ def predict_aws(settings: Settings, *, transport: str = "efa", batch_size: int |
 
 def predict_local(settings: Settings, gpus: list[dict[str, Any]], *, transport: str = "p2p", world_size: int = 0):
     """The local GPUs (``[{'name': 'NVIDIA H200', 'mem_gib': 139.8}, ...]``, as 01 lists them); no price."""
-    from .memory import batch_for, kernels_for
-
     if not gpus:
         raise ValueError("no local GPUs: the prediction is for GPU runs (CPU runs use gloo)")
     model = gpu_model(gpus[0]["name"])
@@ -314,10 +310,10 @@ def show_predictions(preds: dict[str, Prediction]) -> None:
           f"{first.kernels} kernels, {first.steps} steps")  # fmt: skip
     rows = []
     for label, p in preds.items():
-        cost = f"${p.usd_per_million_tokens:.3f}" if p.usd_per_million_tokens is not None else "-"
+        per_m = f"${p.usd_per_million_tokens:.3f}" if p.usd_per_million_tokens is not None else "-"
         rows.append(
             (label, f"{p.link} {p.link_gbps:.1f} GB/s", step_text(p.step_s), f"{p.tokens_per_s_per_gpu:,.0f}",
-             f"{p.mfu:.0%}", f"{p.time_s:.1f} s", cost)
+             f"{p.mfu:.0%}", f"{p.time_s:.1f} s", per_m)
         )  # fmt: skip
     table(rows, ["transport", "slowest link", "step", "tokens/s per GPU", "MFU", "time for steps", "$ per M tokens"])
 
