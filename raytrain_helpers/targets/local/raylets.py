@@ -480,7 +480,7 @@ def up(settings: Settings, plan: bool = False, timeout_s: float = 120.0) -> Loca
         _start_raylets(settings, shape, env, timeout_s, recorder, on_node=lambda: bar.update(1))
     except BaseException:
         # nothing half-created is left behind
-        procs.stop(recorder.state["processes"])
+        stop_gcs_last(recorder.state["processes"])
         state_path(settings).unlink(missing_ok=True)
         raise
     finally:
@@ -713,9 +713,18 @@ def our_pids(settings: Settings) -> list[int]:
     return [r["pid"] for r in procs.with_descendants(_recorded(settings) or [])]
 
 
+def stop_gcs_last(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stop the recorded processes and their descendants, the head's GCS only once the rest is gone; returns what
+    still runs. A raylet told to stop says goodbye to the GCS first: signalled together with the GCS, the raylets
+    and the autoscaler's monitor outlived SIGTERM by more than 8 s and were killed; with the GCS still answering,
+    all of them exit within about 2 s, and the GCS then at once."""
+    gcs = [r for r in records if procs.is_alive(r) and procs.program(int(r["pid"])) == "gcs_server"]
+    return procs.stop([r for r in records if r not in gcs]) + procs.stop(gcs)
+
+
 def _stop_recorded(settings: Settings) -> list[dict[str, Any]]:
     """Stop the recorded processes and their descendants; the state file goes once none is left."""
-    left = procs.stop(_recorded(settings) or [])
+    left = stop_gcs_last(_recorded(settings) or [])
     if not left:
         state_path(settings).unlink(missing_ok=True)
     return left

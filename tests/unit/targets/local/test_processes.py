@@ -117,6 +117,40 @@ def test_down_stops_what_it_recorded_and_its_children_and_spares_a_decoy(setting
     assert not raylets.state_path(settings).exists() and local.our_pids(settings) == []
 
 
+#: A raylet stand-in: on SIGTERM it looks (after a moment) whether the GCS still runs, writes what it saw, exits.
+_RAYLET = """
+import os, signal, sys, time
+def bye(*_):
+    time.sleep(0.3)
+    try:
+        state = open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    open(sys.argv[2], "w").write(state)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+open(sys.argv[2] + ".ready", "w").close()
+time.sleep(120)
+"""
+
+
+def test_down_stops_the_gcs_last(settings, spawn, tmp_path):
+    """The raylets are told to stop while the GCS still runs (they say goodbye to it), the GCS after them."""
+    gcs = spawn(["bash", "-c", "exec -a gcs_server sleep 120"])
+    seen = tmp_path / "seen"
+    raylet = spawn([sys.executable, "-c", _RAYLET, str(gcs.pid), str(seen)])
+    deadline = time.monotonic() + 10
+    while procs.program(gcs.pid) != "gcs_server" or not Path(f"{seen}.ready").exists():
+        assert time.monotonic() < deadline, "the stand-ins did not start"
+        time.sleep(0.05)
+    _write_state(settings, [_record(gcs), _record(raylet)])  # the GCS first, as `ray start --head` records it
+
+    assert local.down(settings).ok
+
+    assert seen.read_text() in ("S", "R"), f"the GCS was already stopped when the raylet was (state {seen.read_text()})"
+    assert not _running(gcs) and not _running(raylet)
+
+
 def test_a_record_names_the_boot_by_the_kernels_boot_id(spawn):
     """The boot is the kernel's boot id, which a stepped clock leaves alone (btime, the wall clock minus the
     uptime, moves with it: every record then looked like another boot's and down left the whole cluster running)."""
