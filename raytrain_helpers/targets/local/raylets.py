@@ -387,7 +387,7 @@ def _start_node(args_of, env: dict[str, str], log: Path, node: str, temp_dir: Pa
                 ) from None
         with recorder.lock:
             mine = [r for r in recorder.state["processes"] if r.get("node") == node]
-        procs.stop(mine)
+        stop_gcs_last(mine)
         note = (
             f"the {node}'s raylet aborted: its agents took over 15 s to start on this busy machine; "
             f"starting it again (attempt {attempt + 1} of {START_ATTEMPTS})"
@@ -514,7 +514,7 @@ def restart_workers(settings: Settings, dead: list[dict[str, Any]], timeout_s: f
     node's recorded processes is stopped first."""
     recorder = _Recorder(settings, desired_shape(settings), state=_read_state(settings))
     names = {w["name"] for w in dead}
-    procs.stop([r for r in recorder.state["processes"] if r.get("node") in names])
+    stop_gcs_last([r for r in recorder.state["processes"] if r.get("node") in names])
     env = dict(_base_env(settings), **auth_env(settings))
     for w in dead:
         _start_worker(settings, w, env, recorder)
