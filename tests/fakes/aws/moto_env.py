@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,17 @@ FAKES_DIR = Path(__file__).resolve().parent
 FAKE_ACCESS_KEY = "AKIAFAKERAYTRAIN0001"
 FAKE_SECRET_KEY = "fake/Secret+Key/raytrain-tutorial/NOT-A-REAL-KEY0"
 FAKE_SESSION_TOKEN = "FakeSessionTokenRaytrainTutorial0123456789"
+
+
+def fake_eksctl_dir(work: Path) -> Path:
+    """A folder holding ``eksctl``: the fake, run by this interpreter (the one with boto3), never by whichever
+    ``python3`` comes first on PATH (a stock Debian's has no boto3)."""
+    d = work / "bin"
+    d.mkdir(exist_ok=True)
+    exe = d / "eksctl"
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKES_DIR / "eksctl"))} "$@"\n')
+    exe.chmod(0o755)
+    return d
 
 
 def free_port() -> int:
@@ -92,7 +105,7 @@ def moto_server(*, region: str = "us-west-2", seed: bool = True, eksctl: bool = 
         "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",  # faster EC2 backends; the tests need no AMIs
     }
     if eksctl:
-        env["PATH"] = f"{FAKES_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+        env["PATH"] = f"{fake_eksctl_dir(work)}{os.pathsep}{os.environ.get('PATH', '')}"
     removed = (
         "AWS_PROFILE",
         "AWS_DEFAULT_PROFILE",

@@ -72,14 +72,24 @@ def test_cli_in_a_subprocess_honours_aws_endpoint_url(srv, tmp_path):
 
 
 def test_environment_is_restored_after_the_server(tmp_path):
-    from tests.fakes.aws.moto_env import FAKES_DIR, moto_server
+    from tests.fakes.aws.moto_env import moto_server
 
     before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "PATH", "KUBECONFIG")}
     with moto_server() as s:
         assert os.environ["AWS_ENDPOINT_URL"] == s.endpoint
-        assert os.environ["PATH"].split(os.pathsep)[0] == str(FAKES_DIR)
-        assert (FAKES_DIR / "eksctl").is_file()
+        assert os.environ["PATH"].split(os.pathsep)[0] == str(s.workdir / "bin")
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_the_fake_eksctl_runs_with_the_suites_interpreter():
+    """Found first on PATH, with only the system's folders after it: it runs under the interpreter that has boto3,
+    not the first ``python3`` of PATH (on a stock Debian that one has no boto3)."""
+    from tests.fakes.aws.moto_env import moto_server
+
+    with moto_server() as s:
+        path = os.pathsep.join([str(s.workdir / "bin"), "/usr/bin", "/bin"])
+        r = subprocess.run(["eksctl", "version"], env=dict(s.env, PATH=path), capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
 
 
 def test_s3_multipart_uploads_complete_as_s3_answers_them(capfd, tmp_path):
