@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-# The test command installs without compiling the 25,000 modules of the environment up front (that took 40 s of
-# the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
+# The test command installs without compiling the 25,000 modules of the environment up front (that took about 50 s
+# of the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
 # start, notebook kernels) write the bytecode of what they import, once, even where PYTHONDONTWRITEBYTECODE is set.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

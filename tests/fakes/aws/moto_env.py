@@ -36,7 +36,7 @@ FAKE_SECRET_KEY = "fake/Secret+Key/raytrain-tutorial/NOT-A-REAL-KEY0"
 FAKE_SESSION_TOKEN = "FakeSessionTokenRaytrainTutorial0123456789"
 
 
-def fake_eksctl_dir(work: Path) -> Path:
+def _eksctl_shim_dir(work: Path) -> Path:
     """A folder holding ``eksctl``: the fake, run by this interpreter (the one with boto3), never by whichever
     ``python3`` comes first on PATH (a stock Debian's has no boto3)."""
     d = work / "bin"
@@ -105,7 +105,7 @@ def moto_server(*, region: str = "us-west-2", seed: bool = True, eksctl: bool = 
         "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",  # faster EC2 backends; the tests need no AMIs
     }
     if eksctl:
-        env["PATH"] = f"{fake_eksctl_dir(work)}{os.pathsep}{os.environ.get('PATH', '')}"
+        env["PATH"] = f"{_eksctl_shim_dir(work)}{os.pathsep}{os.environ.get('PATH', '')}"
     removed = (
         "AWS_PROFILE",
         "AWS_DEFAULT_PROFILE",

@@ -78,6 +78,7 @@ def test_environment_is_restored_after_the_server(tmp_path):
     with moto_server() as s:
         assert os.environ["AWS_ENDPOINT_URL"] == s.endpoint
         assert os.environ["PATH"].split(os.pathsep)[0] == str(s.workdir / "bin")
+        assert (s.workdir / "bin" / "eksctl").is_file()
     assert {k: os.environ.get(k) for k in before} == before
 
 
