@@ -3,6 +3,7 @@ authentication. The training jobs run on the same cluster in tests/notebooks/ (p
 
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -64,3 +65,16 @@ def test_the_gcs_checks_the_raylets_every_second(local_settings, local_cluster):
     gcs = next(r for r in state["processes"] if r["node"] == "head" and procs.program(r["pid"]) == "gcs_server")
     environ = dict(kv.split("=", 1) for kv in open(f"/proc/{gcs['pid']}/environ").read().split("\0") if "=" in kv)
     assert environ.get("RAY_health_check_period_ms") == str(raylets.HEALTH_CHECK_PERIOD_MS) == "1000"
+
+
+def test_the_head_keeps_off_ray_clients_default_port(local_settings, local_cluster):
+    """Ray starts a Ray Client server on the head, on 10001 unless told otherwise, and gRPC lets a second head on
+    the same host listen there too: `ray://127.0.0.1:10001` would then reach either cluster. This cluster's Ray
+    Client server listens on a port of its own, and none of its processes holds 10001."""
+    ours = set(local.our_pids(local_settings))
+    lines = {pid: open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in ours}
+    client = [pid for pid, line in lines.items() if "ray.util.client.server" in line]
+    assert len(client) == 1, "the head runs one Ray Client server"
+    port = int(re.search(r"--port[= ](\d+)", lines[client[0]]).group(1))
+    assert port != 10001 and client[0] in procs.holders(port)
+    assert not ours & set(procs.holders(10001)), "a process of this cluster holds Ray Client's default port"

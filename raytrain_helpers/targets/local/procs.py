@@ -157,12 +157,12 @@ def _socket_inodes(port: int) -> set[str]:
     return inodes
 
 
-def port_holder(port: int) -> str:
-    """Who holds a TCP port: ``pid 123 (cmd line)``, or a sentence saying the process is not visible."""
-    inodes = _socket_inodes(port)
-    wanted = {f"socket:[{i}]" for i in inodes}
-    for d in PROC.iterdir():
-        if not d.name.isdigit() or not wanted:
+def holders(port: int) -> list[int]:
+    """The processes this user can see that hold a TCP socket on ``port`` (any address, any state), by pid."""
+    wanted = {f"socket:[{i}]" for i in _socket_inodes(port)}
+    found = []
+    for d in PROC.iterdir() if wanted else ():
+        if not d.name.isdigit():
             continue
         try:
             fds = list((d / "fd").iterdir())
@@ -171,8 +171,19 @@ def port_holder(port: int) -> str:
         for fd in fds:
             try:
                 if os.readlink(fd) in wanted:
-                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                    return f"pid {d.name} ({cmd[:120]})"
+                    found.append(int(d.name))
+                    break
             except OSError:
                 continue
+    return found
+
+
+def port_holder(port: int) -> str:
+    """Who holds a TCP port: ``pid 123 (cmd line)``, or a sentence saying the process is not visible."""
+    for pid in holders(port):
+        try:
+            cmd = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        return f"pid {pid} ({cmd[:120]})"
     return "no process this user can see (another user's, or a socket bound but not listening: /proc omits those)"

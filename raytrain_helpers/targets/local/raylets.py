@@ -578,6 +578,13 @@ def _head_args(settings: Settings) -> list[str]:
         str(_root(settings) / "head"),
         "--dashboard-agent-listen-port",
         str(_free_port()),
+        # With grpcio installed, `ray start --head` also starts a Ray Client server, on 10001 unless told otherwise
+        # (0 is refused). gRPC binds with SO_REUSEPORT, so a second head on the same host (another Ray cluster of
+        # the user's, the tests' cluster beside the tutorial's) listens on 10001 as well, and the kernel hands
+        # each `ray://` connection to either cluster. The tutorial never uses Ray Client: a free port keeps this
+        # head off every other cluster's port.
+        "--ray-client-server-port",
+        str(_free_port()),
         "--disable-usage-stats",
     ]
 
