@@ -7,8 +7,11 @@ every rank pair read from the workers' own logs. Rows that do not apply to the t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -405,9 +408,9 @@ def generate(
     if not path:  # nothing to load: say so and leave the failing to the criteria's check
         print("no exported model recorded for this run: run 05_train (with train.export: true) first")
         return {"rows": [], "before": None, "after": None, "path": None}
-    local = _local_copy(path)
-    tok = AutoTokenizer.from_pretrained(local)
-    after = AutoModelForCausalLM.from_pretrained(local).eval()
+    with _local_copy(path) as local:
+        tok = AutoTokenizer.from_pretrained(local)
+        after = AutoModelForCausalLM.from_pretrained(local).eval()
     before = _initial_model(settings, cfg, after).eval()
     pairs = _prompts(settings, cfg, prompts)
     rows = []
@@ -424,16 +427,18 @@ def generate(
     return dict(rows=rows, path=path, **acc)
 
 
-def _local_copy(path: str) -> str:
+@contextlib.contextmanager
+def _local_copy(path: str) -> Iterator[str]:
+    """A local folder holding the exported model while it loads: the folder itself, or a copy of an S3 export that
+    is removed once the model is in memory (a 1.5B model is about 3 GB: one copy per call would pile up)."""
     if not path.startswith("s3://"):
-        return path
-    import tempfile
-
+        yield path
+        return
     import pyarrow.fs
 
-    out = tempfile.mkdtemp(prefix="raytrain-model-")
-    pyarrow.fs.copy_files(path, out)
-    return out
+    with tempfile.TemporaryDirectory(prefix="raytrain-model-") as out:
+        pyarrow.fs.copy_files(path, out)
+        yield out
 
 
 def _initial_model(settings: Settings, cfg: dict[str, Any], trained):
