@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,6 +307,15 @@ def _summary(settings: Settings, results: list[NotebookResult]) -> None:
     )
 
 
+def kernel_over_unix_sockets(folder: str):
+    """Configuration for the notebook kernels: they talk to papermill over Unix sockets in ``folder`` (mode 0700,
+    removed after each notebook) instead of TCP ports on 127.0.0.1 that every local user can connect to, where
+    messages travel signed but not encrypted and ipykernel prints a warning saying so for every notebook."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "kernel")}})
+
+
 def _execute(nb: Path, out: Path, nb_params: dict[str, Any], kernel: str, stream_output: bool) -> NotebookResult:
     """One notebook through papermill; a failing cell is shown on stderr."""
     import papermill as pm
@@ -312,16 +323,18 @@ def _execute(nb: Path, out: Path, nb_params: dict[str, Any], kernel: str, stream
     print(f"==> {nb.stem}", flush=True)
     t0 = time.time()
     try:
-        pm.execute_notebook(
-            str(nb),
-            str(out),
-            parameters=nb_params,
-            kernel_name=kernel,
-            cwd=str(nb.parent),
-            progress_bar=False,
-            log_output=stream_output,
-            request_save_on_cell_execute=True,
-        )
+        with tempfile.TemporaryDirectory(prefix="raytrain-kernel-") as sockets:
+            pm.execute_notebook(
+                str(nb),
+                str(out),
+                parameters=nb_params,
+                kernel_name=kernel,
+                cwd=str(nb.parent),
+                progress_bar=False,
+                log_output=stream_output,
+                request_save_on_cell_execute=True,
+                config=kernel_over_unix_sockets(sockets),
+            )
     except pm.PapermillExecutionError as e:
         detail = f"cell {e.exec_count}: {e.ename}: {str(e.evalue)[:300]}"
         result = NotebookResult(nb.stem, "failed", time.time() - t0, detail)

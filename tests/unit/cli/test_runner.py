@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 
 import nbformat
 import pytest
@@ -161,3 +162,22 @@ def test_down_command_tears_down(monkeypatch, repo_root, clean_env, argv, ok, as
     monkeypatch.setattr(run_cli.teardown, "run", teardown)
     assert _cli(*argv, "--env-file", str(repo_root / "env.yaml"), "--target", "aws") == (0 if ok else 1)
     assert calls == [("aws", assume_yes), "shown"]
+
+
+def test_kernels_talk_over_unix_sockets_removed_after_each_notebook(tmp_path, monkeypatch, clean_env, repo_root, capfd):
+    """papermill's kernels listen on Unix sockets in a private temporary folder, not on TCP ports of 127.0.0.1:
+    ipykernel's plain-text TCP warning is not printed, and nothing of the sockets is left afterwards."""
+    d, scratch, seen = tmp_path / "nbs", tmp_path / "scratch", tmp_path / "seen.json"
+    d.mkdir()
+    scratch.mkdir()
+    cell = "import json\nfrom ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\n"
+    _nb(d / "01_one.ipynb", cell + f"open({str(seen)!r}, 'w').write(json.dumps([app.transport, app.ip]))")
+    monkeypatch.setenv("RAYTRAIN_NOTEBOOKS_DIR", str(d))
+    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    s = config.load(repo_root / "env.yaml", environ={}, run_name="ipc-test")
+    assert [r.status for r in runner.run_notebooks(s, params={}, env_file=None, files=[])] == ["ok"]
+    transport, ip = json.loads(seen.read_text())
+    assert transport == "ipc" and ip.startswith(f"{scratch}/raytrain-kernel-"), (transport, ip)
+    assert "without encryption" not in capfd.readouterr().err
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("raytrain-kernel-")] == []
