@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import socket
 from pathlib import Path
 
 import nbformat
@@ -39,3 +41,27 @@ def fake_local_status(monkeypatch, running: bool, nodes=()):
     info = local.LocalClusterInfo(running, "127.0.0.1:6390", "http://127.0.0.1:8266", nodes=list(nodes))
     monkeypatch.setattr(raylets, "status", lambda settings: info)
     return info
+
+
+def free_port() -> int:
+    """A TCP port free on every interface now, taken from 20000 up to the kernel's ephemeral range.
+
+    Ports a test hands to a server it starts later (a cluster's gcs_port, JupyterLab, torch's MASTER_PORT) are not
+    taken from the ephemeral range: the Ray clusters of other tests running beside it bind ports there at random
+    (agents, workers' clients), and one took a test's gcs_port between the pick and its check. Ray's workers use
+    10002-19999, hence 20000 up."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(500) if low > 21000 else ():
+        port = random.randrange(20000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no such range here: any free port
+        s.bind(("", 0))
+        return s.getsockname()[1]

@@ -28,7 +28,7 @@ from typing import Any
 
 import papermill as pm
 
-from tests.helpers import notebook_outputs
+from tests.helpers import free_port, notebook_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -134,7 +134,7 @@ class Learner:
 def jupyterlab(root: Path, runs_dir: Path) -> Iterator[Learner]:
     """A JupyterLab server on a free port of 127.0.0.1 serving ``root`` (no token, the app exposed to the page's
     scripts); its kernels write their runs to ``runs_dir``. Stopped on exit, its kernels with it."""
-    port = _free_port()
+    port = free_port()
     cmd = [
         sys.executable,
         "-m",
@@ -164,12 +164,6 @@ def jupyterlab(root: Path, runs_dir: Path) -> Iterator[Learner]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:

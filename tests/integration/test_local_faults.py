@@ -14,6 +14,7 @@ import pytest
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
 from raytrain_helpers.targets.local import raylets
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +26,6 @@ def settings(clean_env, repo_root):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("which", ["gcs_port", "dashboard_port"])
 @pytest.mark.parametrize("listening", [False, True], ids=["bound", "listening"])
 def test_a_port_already_taken_is_named_with_its_holder_and_setting(settings, which, listening, monkeypatch):
@@ -39,7 +34,7 @@ def test_a_port_already_taken_is_named_with_its_holder_and_setting(settings, whi
     if listening:
         holder.listen()
     taken = holder.getsockname()[1]
-    ports = {"gcs_port": _free_port(), "dashboard_port": _free_port(), which: taken}
+    ports = {"gcs_port": free_port(), "dashboard_port": free_port(), which: taken}
     s = config.with_overrides(settings, **ports)
     monkeypatch.setattr(raylets, "_start_raylets", lambda *a, **k: pytest.fail("raylets would start"))
     try:
@@ -80,7 +75,7 @@ def test_a_raylet_aborted_by_slow_agents_is_started_again(settings, tmp_path, mo
     again, and the cluster comes up whole."""
     (tmp_path / "sitecustomize.py").write_text(_SLOW_FIRST_AGENT.format(marker=str(tmp_path / "slowed-once")))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
-    s = config.with_overrides(settings, gcs_port=_free_port(), dashboard_port=_free_port(), worker_nodes=1)
+    s = config.with_overrides(settings, gcs_port=free_port(), dashboard_port=free_port(), worker_nodes=1)
     try:
         assert local.up(s).ok
         status = local.status(s)

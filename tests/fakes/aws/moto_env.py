@@ -20,12 +20,13 @@ import contextlib
 import json
 import os
 import shlex
-import socket
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.helpers import free_port
 
 from . import moto_ext
 
@@ -45,12 +46,6 @@ def _eksctl_shim_dir(work: Path) -> Path:
     exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKES_DIR / "eksctl"))} "$@"\n')
     exe.chmod(0o755)
     return d
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

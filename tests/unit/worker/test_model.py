@@ -6,7 +6,6 @@ gathered, the tests compare it with the files."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 
@@ -14,17 +13,12 @@ torch = pytest.importorskip("torch")
 
 from raytrain_helpers.core.config import PRESETS  # noqa: E402
 from raytrain_helpers.worker import model as model_mod  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 #: One pytest-xdist worker runs the module: its tests share the spawned FSDP run (module fixture), which each worker
 #: would otherwise spawn again.
 pytestmark = pytest.mark.xdist_group("fsdp-model")
 SMALL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, world: int, port: int, src: str, out: str) -> None:
@@ -74,7 +68,7 @@ def run(tmp_path_factory):
             p.add_(torch.randn_like(p) * 0.1)
     ref.save_pretrained(tmp / "src")
     out = str(tmp / "model")
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp / "src"), out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), str(tmp / "src"), out), nprocs=2, join=True)
     return dict(src=str(tmp / "src"), out=out, **torch.load(out + ".pt"))
 
 

@@ -4,26 +4,20 @@ it was asked, 1 when not. No cluster runs on the ports used here."""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 
 import pytest
 
 from raytrain_helpers import cli
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port
 
 
 @pytest.fixture
 def params(clean_env):
     root = tempfile.mkdtemp(prefix="rt-cli-", dir="/tmp")
     yield [
-        *("-p", "gcs_port", str(_free_port())),
-        *("-p", "dashboard_port", str(_free_port())),
+        *("-p", "gcs_port", str(free_port())),
+        *("-p", "dashboard_port", str(free_port())),
         *("-p", "temp_root", f"{root}/c"),
         *("-p", "gpus_per_worker_node", "0"),
     ]

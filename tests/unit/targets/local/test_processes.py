@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,12 +19,7 @@ import pytest
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
 from raytrain_helpers.targets.local import procs, raylets, rootdir
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -38,7 +32,7 @@ def short_root():
 
 @pytest.fixture
 def settings(clean_env, repo_root, short_root):
-    gcs, dash = _free_port(), _free_port()
+    gcs, dash = free_port(), free_port()
     return config.load(
         repo_root / "env.yaml",
         environ={},
