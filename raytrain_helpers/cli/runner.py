@@ -307,13 +307,22 @@ def _summary(settings: Settings, results: list[NotebookResult]) -> None:
     )
 
 
+#: The longest Unix socket path every supported system takes (108 bytes on Linux and 104 on macOS, with the NUL).
+MAX_SOCKET_PATH = 103
+
+
 def kernel_over_unix_sockets(folder: str):
     """Configuration for the notebook kernels: they talk to papermill over Unix sockets in ``folder`` (mode 0700,
     removed after each notebook) instead of TCP ports on 127.0.0.1 that every local user can connect to, where
-    messages travel signed but not encrypted and ipykernel prints a warning saying so for every notebook."""
+    messages travel signed but not encrypted and ipykernel prints a warning saying so for every notebook.
+
+    Where ``folder`` is too deep for a socket's path (a long TMPDIR), the kernels keep Jupyter's TCP default."""
     from traitlets.config import Config
 
-    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "kernel")}})
+    prefix = os.path.join(folder, "kernel")
+    if len(prefix) + len("-65535") > MAX_SOCKET_PATH:
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": prefix}})
 
 
 def _execute(nb: Path, out: Path, nb_params: dict[str, Any], kernel: str, stream_output: bool) -> NotebookResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -166,18 +167,25 @@ def test_down_command_tears_down(monkeypatch, repo_root, clean_env, argv, ok, as
 
 def test_kernels_talk_over_unix_sockets_removed_after_each_notebook(tmp_path, monkeypatch, clean_env, repo_root, capfd):
     """papermill's kernels listen on Unix sockets in a private temporary folder, not on TCP ports of 127.0.0.1:
-    ipykernel's plain-text TCP warning is not printed, and nothing of the sockets is left afterwards."""
-    d, scratch, seen = tmp_path / "nbs", tmp_path / "scratch", tmp_path / "seen.json"
+    ipykernel's plain-text TCP warning is not printed, and the folder is gone afterwards."""
+    d, seen = tmp_path / "nbs", tmp_path / "seen.json"
     d.mkdir()
-    scratch.mkdir()
     cell = "import json\nfrom ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\n"
     _nb(d / "01_one.ipynb", cell + f"open({str(seen)!r}, 'w').write(json.dumps([app.transport, app.ip]))")
     monkeypatch.setenv("RAYTRAIN_NOTEBOOKS_DIR", str(d))
     monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     s = config.load(repo_root / "env.yaml", environ={}, run_name="ipc-test")
     assert [r.status for r in runner.run_notebooks(s, params={}, env_file=None, files=[])] == ["ok"]
     transport, ip = json.loads(seen.read_text())
-    assert transport == "ipc" and ip.startswith(f"{scratch}/raytrain-kernel-"), (transport, ip)
+    folder = Path(ip).parent
+    assert transport == "ipc" and folder.name.startswith("raytrain-kernel-"), (transport, ip)
+    assert folder.parent == Path(tempfile.gettempdir()) and not folder.exists(), "the sockets' folder was left"
     assert "without encryption" not in capfd.readouterr().err
-    assert [p.name for p in scratch.iterdir() if p.name.startswith("raytrain-kernel-")] == []
+
+
+def test_kernels_keep_tcp_where_the_socket_folder_is_too_deep():
+    """A Unix socket's path is limited (108 bytes on Linux, with the NUL): under a long TMPDIR the kernels keep
+    TCP rather than fail to start ("File name too long")."""
+    assert runner.kernel_over_unix_sockets("/tmp/raytrain-kernel-x").KernelManager.transport == "ipc"
+    deep = "/tmp/" + "d" * 80 + "/raytrain-kernel-x"
+    assert "KernelManager" not in runner.kernel_over_unix_sockets(deep)
