@@ -8,6 +8,11 @@ from pathlib import Path
 
 import nbformat
 
+from raytrain_helpers.core.config import PRESETS
+
+#: A model small enough to build, shard, export and generate with in a test, on CPU, in a second or two.
+SMALL_MODEL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
+
 
 def notebook_outputs(path: Path) -> str:
     """All text an executed notebook printed, errors (name, value, traceback) included."""

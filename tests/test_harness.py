@@ -1,4 +1,5 @@
-"""How the suite itself runs: the processes it starts write the bytecode of what they import."""
+"""How the suite itself runs: the processes it starts write the bytecode of what they import, and the ports its
+tests hand to servers are not ones a Ray cluster beside them may take meanwhile."""
 
 from __future__ import annotations
 

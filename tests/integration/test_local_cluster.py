@@ -3,7 +3,6 @@ authentication. The training jobs run on the same cluster in tests/notebooks/ (p
 
 import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
@@ -72,9 +71,9 @@ def test_the_head_keeps_off_ray_clients_default_port(local_settings, local_clust
     the same host listen there too: `ray://127.0.0.1:10001` would then reach either cluster. This cluster's Ray
     Client server listens on a port of its own, and none of its processes holds 10001."""
     ours = set(local.our_pids(local_settings))
-    lines = {pid: open(f"/proc/{pid}/cmdline").read().replace("\0", " ") for pid in ours}
-    client = [pid for pid, line in lines.items() if "ray.util.client.server" in line]
+    argvs = {pid: procs.command_line(pid) for pid in ours}
+    client = [pid for pid, argv in argvs.items() if "ray.util.client.server" in argv]
     assert len(client) == 1, "the head runs one Ray Client server"
-    port = int(re.search(r"--port[= ](\d+)", lines[client[0]]).group(1))
+    port = next(int(a.removeprefix("--port=")) for a in argvs[client[0]] if a.startswith("--port="))
     assert port != 10001 and client[0] in procs.holders(port)
     assert not ours & set(procs.holders(10001)), "a process of this cluster holds Ray Client's default port"

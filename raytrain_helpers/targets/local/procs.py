@@ -60,13 +60,19 @@ def session_records(session: int, **extra: Any) -> list[dict[str, Any]]:
     return [record(st, boot, **extra) for st in _all_stats() if st["session"] == session and st["state"] != "Z"]
 
 
+def command_line(pid: int) -> list[str]:
+    """A process's arguments, its program first; [] when it is gone."""
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+
+
 def program(pid: int) -> str:
     """The file name of a process's program (``raylet``, ``gcs_server``, ``python3``...); "" when gone."""
-    try:
-        argv0 = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0", 1)[0]
-    except OSError:
-        return ""
-    return os.path.basename(argv0.decode(errors="replace"))
+    argv = command_line(pid)
+    return os.path.basename(argv[0]) if argv else ""
 
 
 def is_alive(rec: dict[str, Any]) -> bool:
@@ -181,9 +187,7 @@ def holders(port: int) -> list[int]:
 def port_holder(port: int) -> str:
     """Who holds a TCP port: ``pid 123 (cmd line)``, or a sentence saying the process is not visible."""
     for pid in holders(port):
-        try:
-            cmd = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        return f"pid {pid} ({cmd[:120]})"
+        argv = command_line(pid)
+        if argv:
+            return f"pid {pid} ({' '.join(argv)[:120]})"
     return "no process this user can see (another user's, or a socket bound but not listening: /proc omits those)"

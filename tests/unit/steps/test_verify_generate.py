@@ -11,11 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from raytrain_helpers.core import config  # noqa: E402
-from raytrain_helpers.core.config import PRESETS  # noqa: E402
 from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.worker import model as model_mod  # noqa: E402
+from tests.helpers import SMALL_MODEL  # noqa: E402
 
-SMALL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
 EXPORT = "s3://rt-models/runs/r1/model"
 
 
@@ -32,12 +31,12 @@ def test_an_s3_export_is_loaded_and_its_local_copy_removed(clean_env, repo_root,
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the local copy goes
     settings = config.load(repo_root / "env.yaml", environ={}, run_name="r1")
     torch.manual_seed(0)
-    model = model_mod.build_random(SMALL, "cpu")
+    model = model_mod.build_random(SMALL_MODEL, "cpu")
     job = dict(
         submission_id="raytrain-r1",
         status="SUCCEEDED",
         result=dict(ok=True, metrics=dict(export_path=EXPORT)),
-        config=dict(model=SMALL, seed=0, data="learnable", export_path=EXPORT),
+        config=dict(model=SMALL_MODEL, seed=0, data="learnable", export_path=EXPORT),
     )
     (tmp_path / "runs" / "r1").mkdir(parents=True)
     (tmp_path / "runs" / "r1" / "job.json").write_text(json.dumps(job))

@@ -11,14 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from raytrain_helpers.core.config import PRESETS  # noqa: E402
 from raytrain_helpers.worker import model as model_mod  # noqa: E402
-from tests.helpers import free_port  # noqa: E402
+from tests.helpers import SMALL_MODEL, free_port  # noqa: E402
 
 #: One pytest-xdist worker runs the module: its tests share the spawned FSDP run (module fixture), which each worker
 #: would otherwise spawn again.
 pytestmark = pytest.mark.xdist_group("fsdp-model")
-SMALL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
 
 
 def _worker(rank: int, world: int, port: int, src: str, out: str) -> None:
@@ -62,7 +60,7 @@ def run(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("fsdp")
     torch.manual_seed(3)
-    ref = model_mod.build_random(SMALL, "cpu")
+    ref = model_mod.build_random(SMALL_MODEL, "cpu")
     with torch.no_grad():  # nothing left at its default: norms and biases too
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.1)
