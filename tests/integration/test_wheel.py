@@ -46,7 +46,8 @@ def test_the_wheel_ships_the_data(wheel, repo_root):
     expected |= {f"raytrain_helpers/_data/manifests/{p.name}" for p in (repo_root / "manifests").glob("*.j2")}
     expected |= {f"raytrain_helpers/_data/notebooks/{p.name}" for p in (repo_root / "notebooks").glob("*.ipynb")}
     assert expected <= names
-    assert not any(n.endswith("make_notebooks.py") for n in names)
+    shipped = [n for n in names if n.startswith("raytrain_helpers/_data/notebooks/")]
+    assert all(n.endswith(".ipynb") and n.count("/") == 3 for n in shipped), shipped  # not their sources or build
 
 
 def test_init_render_and_config_from_a_fresh_venv(wheel, tmp_path, repo_root):

@@ -1,10 +1,9 @@
 """The notebooks teach: enough prose, the same opening and a troubleshooting section in every chapter, and every
-`rt.` name a code cell uses exists in the package. Pure: the notebooks are generated, not executed."""
+`rt.` name a code cell uses exists in the package. Pure: the notebooks are read from their sources, not executed."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
 
@@ -19,23 +18,10 @@ MIN_WORDS = 3500
 OPENING = ("**What you will learn**", "**Time**", "**Cost on aws**", "**Prerequisites**")
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_notebooks", REPO / "notebooks" / "make_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def generator():
-    return _generator()
-
-
-@pytest.fixture(scope="module")
-def notebooks(generator, tmp_path_factory):
-    out = tmp_path_factory.mktemp("generated")
-    paths = generator.write_sources(out)
-    return {p.stem: nbformat.read(p, as_version=4) for p in paths}
+def notebooks(build):
+    """Every notebook as its text source says (``notebooks/src``; test_sources checks the committed ones match)."""
+    return {p.stem: build.read_source(p) for p in build.source_paths()}
 
 
 def markdown_words(nb) -> int:
@@ -124,64 +110,6 @@ def test_every_rt_name_in_a_code_cell_exists(notebooks):
             for manifest in _string_args(source, "show_manifest"):
                 assert manifest in display.MANIFEST_NAMES, (name, manifest)
     assert checked > 40
-
-
-def test_generation_is_stable_and_valid(generator, notebooks, tmp_path):
-    """A second, independent generation gives the same cell ids (no random ids: regenerating diffs cleanly)."""
-    again = {p.stem: nbformat.read(p, as_version=4) for p in _generator().write_sources(tmp_path)}
-    for name, nb in notebooks.items():
-        nbformat.validate(nb)
-        assert [c.id for c in nb.cells] == [c.id for c in again[name].cells], name
-        assert nb.metadata.kernelspec == generator.KERNELSPEC
-
-
-def test_the_committed_notebooks_are_the_generated_ones(notebooks):
-    """The cells of notebooks/*.ipynb are what make_notebooks.py writes (run it with --refresh after editing)."""
-    for name, nb in notebooks.items():
-        committed = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
-        assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in nb.cells], (
-            f"{name}.ipynb differs from make_notebooks.py: run `python notebooks/make_notebooks.py --refresh`"
-        )
-        assert committed.metadata.kernelspec == nb.metadata.kernelspec, name
-
-
-def test_normalise_makes_an_executed_notebook_open_unmodified(generator):
-    """What --refresh does after papermill: the kernelspec JupyterLab would rewrite, split streams merged,
-    papermill's metadata dropped, the throw-away runs folder shown as runs/ in ignored outputs, and a warning
-    for a machine detail left in an output nbval compares."""
-    from nbformat.v4 import new_code_cell, new_notebook, new_output
-
-    runs = "/tmp/raytrain-refresh-x1/runs"
-    ignored = new_code_cell(f"{generator.IGNORE}\nrun = 1", metadata={"papermill": {"duration": 1.0}})
-    ignored.outputs = [
-        new_output("stream", name="stdout", text=f"storage={runs}/tutorial/storage\n"),
-        new_output(
-            "stream",
-            name="stdout",
-            text="2026-12-01 02:47:23,427\tINFO worker.py:2015 -- Connected to Ray cluster. View the dashboard at "
-            "http://127.0.0.1:8266 \n(RayTrainWorker pid=7, ip=10.0.3.7) [train] step 1/8\n",
-        ),
-        new_output("stream", name="stdout", text="[train] step 1/8\n"),
-        new_output("stream", name="stderr", text="warning\n"),
-    ]
-    compared = new_code_cell("run.show()")
-    compared.outputs = [new_output("stream", name="stdout", text=f"job on 10.0.3.7 SUCCEEDED, {runs}/tutorial\n")]
-    nb = new_notebook(
-        cells=[ignored, compared],
-        metadata={"papermill": {}, "kernelspec": {"name": "python3", "display_name": "Python 3"}},
-    )
-    warnings = generator.normalise(nb, runs)
-    assert nb.metadata.kernelspec == generator.KERNELSPEC and "papermill" not in nb.metadata
-    assert [o["name"] for o in ignored.outputs] == ["stdout", "stderr"]
-    assert ignored.outputs[0]["text"] == (
-        "storage=runs/tutorial/storage\n(RayTrainWorker pid=7, ip=<node ip>) [train] step 1/8\n[train] step 1/8\n"
-    )
-    assert "papermill" not in ignored.metadata
-    assert compared.outputs[0]["text"] == f"job on 10.0.3.7 SUCCEEDED, {runs}/tutorial\n"  # nbval compares it
-    assert warnings == [
-        f"cell {compared.id}: the throw-away runs folder in a compared output",
-        f"cell {compared.id}: an IP address in a compared output",
-    ]
 
 
 def test_no_table_in_a_committed_output_is_wider_than_a_1280_px_page():
