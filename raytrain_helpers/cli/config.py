@@ -1,6 +1,6 @@
 """``raytrain-tutorial config``: the resolved settings and where each came from, or every setting's documentation.
 
-``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.config``); the README's
+``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.config``); docs/settings.md's
 settings table is the ``--markdown`` output, and a test keeps the two equal.
 """
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument(
         "--names", action="store_true", help="list every setting: name, env.sh name, type, default and meaning"
     )
-    what.add_argument("--markdown", action="store_true", help="print the README's settings table (Markdown)")
+    what.add_argument("--markdown", action="store_true", help="print docs/settings.md's settings table (Markdown)")
     p.set_defaults(func=_run)
 
 
@@ -58,7 +58,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(docs: list[FieldDoc] | None = None) -> str:
-    """The README's settings table: one row per setting (dotted and env.sh name, default, meaning)."""
+    """The settings table of docs/settings.md: one row per setting (dotted and env.sh name, default, meaning)."""
     rows = [MARKDOWN_HEADER]
     for d in field_docs() if docs is None else docs:
         setting = f"`{d.dotted}`" + (f" ({d.env_sh})" if d.env_sh else "")

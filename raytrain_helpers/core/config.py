@@ -156,7 +156,7 @@ def _suggest_dns(v: Any, max_len: int) -> str:
 
 class _Group(BaseModel):
     # use_attribute_docstrings: the docstring under each field becomes its description (`config --names`,
-    # `config --markdown` and the README's settings table are generated from them).
+    # `config --markdown` and docs/settings.md's settings table are generated from them).
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
 

@@ -1,4 +1,5 @@
-"""raytrain-tutorial config: the resolved settings, ``--names`` and ``--markdown`` (the README's settings table)."""
+"""raytrain-tutorial config: the resolved settings, ``--names`` and ``--markdown`` (the settings table of
+``docs/settings.md``)."""
 
 from __future__ import annotations
 
@@ -61,18 +62,18 @@ def test_markdown_escapes_pipes():
     assert config_cli.markdown_table([doc]).splitlines()[-1] == "| `g.x` | `a\\|b` | one \\| two |"
 
 
-def test_readme_settings_table_is_the_generated_one(capsys, repo_root):
-    readme = (repo_root / "README.md").read_text()
+def test_docs_settings_table_is_the_generated_one(capsys, repo_root):
+    readme = (repo_root / "docs" / "settings.md").read_text()
     assert readme_block(readme) == run_config(capsys, "--markdown"), (
-        "README.md's settings table differs from the settings' docstrings. Fix: replace the block between the "
+        "docs/settings.md's settings table differs from the settings' docstrings. Fix: replace the block between the "
         "settings-table markers with the output of `raytrain-tutorial config --markdown`"
     )
 
 
-def test_readme_check_notices_a_changed_docstring(capsys, repo_root, monkeypatch):
+def test_docs_check_notices_a_changed_docstring(capsys, repo_root, monkeypatch):
     info = config.TrainSettings.model_fields["steps"]
     monkeypatch.setattr(info, "description", "Training steps.")
-    readme = (repo_root / "README.md").read_text()
+    readme = (repo_root / "docs" / "settings.md").read_text()
     assert readme_block(readme) != run_config(capsys, "--markdown")
 
 

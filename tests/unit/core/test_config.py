@@ -168,7 +168,7 @@ def _field_infos():
 
 def test_every_setting_has_a_description():
     missing = [name for name, info in _field_infos() if not (info.description or "").strip()]
-    assert not missing, f"settings without a docstring (the README table is generated from them): {missing}"
+    assert not missing, f"settings without a docstring (docs/settings.md's table is generated from them): {missing}"
     assert "-1 = split the visible GPUs" in config.LocalSettings.model_fields["gpus_per_worker_node"].description
     assert "0 = every GPU" in config.TrainSettings.model_fields["num_workers"].description
 
