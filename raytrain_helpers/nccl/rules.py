@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .parsing import LOCAL_CLASSES, Communicator, Evidence, Pair, ParsedLog, Process, classify_via
+from .messages import LOCAL_CLASSES, classify_via
+from .model import Communicator, Evidence, Pair, ParsedLog, Process
 from .result import MAX_EVIDENCE, AuditResult, Finding, abbr, quote
 
 #: Failure codes, most serious first: the verdict is the first one any failing finding carries.
