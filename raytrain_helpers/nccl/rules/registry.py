@@ -28,14 +28,7 @@ from .logs import (
     unparsed_lines,
     versions,
 )
-from .pairs import (
-    degraded_pairs,
-    expected_pairs,
-    fallback_pairs,
-    p2p_across_hosts,
-    unconfirmed_pairs,
-    unexpected_pairs,
-)
+from .pairs import degraded_pairs, expected_pairs, fallback_pairs, p2p_across_hosts, unconfirmed_pairs, unexpected_pairs
 
 #: Failure codes, most serious first: the verdict is the first one any failing finding carries.
 VERDICT_ORDER = ("fallback", "plugin-failure", "degraded", "unexpected", "no-nccl", "inconclusive")
