@@ -1,7 +1,7 @@
 """raytrain-tutorial helpers: everything the notebooks call.
 
 The notebooks stay thin and read ``rt.steps.<notebook>.<function>(cfg)``; the logic lives in the package's
-layers (core, plan, nccl, clients, targets, steps, cli), where it is tested. Subpackages are imported on first
+layers (core, plan, nccl, clients, targets, present, steps, cli), where it is tested. Subpackages are imported on first
 use, so the training job (``raytrain_helpers.worker``) loads nothing of the notebook side.
 """
 
@@ -11,7 +11,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("core", "plan", "nccl", "clients", "targets", "steps", "worker", "cli")
+_SUBPACKAGES = ("core", "plan", "nccl", "clients", "targets", "present", "steps", "worker", "cli")
 _NAMES = {
     "ConfigError": "core.config",
     "Settings": "core.config",

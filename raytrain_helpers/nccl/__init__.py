@@ -5,11 +5,13 @@ succeeds at a fraction of the speed. Grepping for ``Using network Socket`` is no
 healthy single-node NVLink run prints it too (it only names the NET plugin NCCL loaded; no rank pair has
 to use it). This package reads ``NCCL_DEBUG=INFO`` output instead, rank pair by rank pair:
 
-* :func:`parse` (:mod:`.parse`) reads NCCL INFO/WARN lines under any prefix (bare, Ray driver, kubectl) into
-  processes, communicators and channel connections.
-* :func:`audit` (:mod:`.audit`) builds the rank-pair x transport matrix of each communicator (:mod:`.matrix`),
+* :func:`parse` (:mod:`.parsing`) reads NCCL INFO/WARN lines under any prefix (bare, Ray driver, kubectl) into
+  processes, communicators and channel connections: the prefixes in :mod:`.lines`, each NCCL message in
+  :mod:`.messages`, the data model in :mod:`.model`.
+* :func:`audit` (:mod:`.auditing`) builds the rank-pair x transport matrix of each communicator (:mod:`.matrix`),
   classifies each pair as intra-node or inter-node by host identity, and gives a verdict against the expected
-  transport by the rules of :mod:`.rules`, with the exact log lines each finding rests on (:mod:`.result`).
+  transport by the rules of :mod:`.rules` (a package, one module per family of rules), with the exact log
+  lines each finding rests on (:mod:`.result`).
 * :func:`select_run` keeps one run's logs by the marker its workers print.
 * :func:`plot_matrix` (:mod:`.plot`) draws a rank x rank transport heatmap.
 * :func:`compare_runs` (:mod:`.compare`) compares two benchmark runs only after both audits confirm their
@@ -31,7 +33,8 @@ from .auditing import (
     sibling_log,
 )
 from .compare import Comparison, compare_runs
-from .parsing import Channel, Communicator, Evidence, LocalComm, Pair, ParsedLog, Process, parse
+from .model import Channel, Communicator, Evidence, LocalComm, Pair, ParsedLog, Process
+from .parsing import parse
 from .plot import plot_matrix
 from .result import AuditResult, Finding
 

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.constants import MARKER_PREFIX
+from .lines import ANSI
 from .matrix import assign_hosts, build_comms, classify_pairs
-from .parsing import ANSI, Communicator, ParsedLog, as_sources, parse
+from .model import Communicator, ParsedLog
+from .parsing import as_sources, parse
 from .result import AuditResult, Finding
 from .rules import judge
 

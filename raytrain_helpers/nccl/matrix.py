@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .parsing import LOCAL_CLASSES, Channel, Communicator, LocalComm, Pair, ParsedLog, Process
+from .messages import LOCAL_CLASSES
+from .model import Channel, Communicator, LocalComm, Pair, ParsedLog, Process
 
 
 def _group_key(proc: Process, c: LocalComm, ordinal: dict[tuple[str, int | None], int]) -> tuple[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .parsing import Communicator
+from .model import Communicator
 from .result import AuditResult
 
 _PLOT_COLORS = [

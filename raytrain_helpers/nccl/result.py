@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.tables import table
-from .parsing import Communicator, Evidence, Process
+from .model import Communicator, Evidence, Process
 
 MAX_EVIDENCE = 6  # log lines quoted per finding
 

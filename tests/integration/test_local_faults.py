@@ -36,7 +36,7 @@ def test_a_port_already_taken_is_named_with_its_holder_and_setting(settings, whi
     taken = holder.getsockname()[1]
     ports = {"gcs_port": free_port(), "dashboard_port": free_port(), which: taken}
     s = config.with_overrides(settings, **ports)
-    monkeypatch.setattr(raylets, "_start_raylets", lambda *a, **k: pytest.fail("raylets would start"))
+    monkeypatch.setattr(raylets, "start_raylets", lambda *a, **k: pytest.fail("raylets would start"))
     try:
         for plan in (True, False):
             with pytest.raises(local.LocalClusterError) as err:

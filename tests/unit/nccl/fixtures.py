@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from raytrain_helpers.nccl import AuditResult
-from raytrain_helpers.nccl.parsing import ANSI
+from raytrain_helpers.nccl.lines import ANSI
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "nccl"
 #: A healthy single-node 2 x H200 run: P2P over NVLink (it prints 'Using network Socket' all the same).

@@ -9,7 +9,9 @@ import re
 import pytest
 
 from raytrain_helpers import nccl
-from raytrain_helpers.nccl.parsing import ANSI, as_sources, classify_via, strip_prefixes
+from raytrain_helpers.nccl.lines import ANSI, strip_prefixes
+from raytrain_helpers.nccl.messages import classify_via
+from raytrain_helpers.nccl.parsing import as_sources
 from tests.unit.nccl import synth
 from tests.unit.nccl.fixtures import NVLINK, SOCKET, check_evidence
 

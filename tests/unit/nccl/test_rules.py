@@ -14,6 +14,7 @@ from raytrain_helpers import nccl
 from raytrain_helpers.nccl import rules
 from raytrain_helpers.nccl.auditing import check_expect, resolve_expect
 from raytrain_helpers.nccl.matrix import assign_hosts, build_comms, classify_pairs
+from raytrain_helpers.nccl.rules import comms, registry
 from tests.unit.nccl import synth
 from tests.unit.nccl.fixtures import NVLINK, SOCKET, fixture, split_by_process
 
@@ -187,9 +188,9 @@ def test_each_rule_through_the_audit_and_not_without_it(name, monkeypatch):
     assert hits(nccl.audit(make(), expect=expect))
     rule = getattr(rules, name)
     if rule in rules.COMM_RULES:
-        monkeypatch.setattr(rules, "COMM_RULES", tuple(r for r in rules.COMM_RULES if r is not rule))
+        monkeypatch.setattr(comms, "COMM_RULES", tuple(r for r in rules.COMM_RULES if r is not rule))
     else:
-        monkeypatch.setattr(rules, "RULES", tuple(r for r in rules.RULES if r is not rule))
+        monkeypatch.setattr(registry, "RULES", tuple(r for r in rules.RULES if r is not rule))
     assert not hits(nccl.audit(make(), expect=expect))
 
 

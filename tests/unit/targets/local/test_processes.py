@@ -181,7 +181,7 @@ def test_a_temp_root_the_tool_does_not_own_is_refused(settings, short_root, root
     s = config.with_overrides(settings, temp_root=root)
     calls = [lambda: local.up(s, plan=True), lambda: local.down(s)]
     if root.startswith(str(short_root)):  # a real `up` only where a regression could write nowhere but here
-        monkeypatch.setattr(raylets, "_start_raylets", lambda *a, **k: pytest.fail("a cluster would start there"))
+        monkeypatch.setattr(raylets, "start_raylets", lambda *a, **k: pytest.fail("a cluster would start there"))
         calls.append(lambda: local.up(s))
     for call in calls:
         with pytest.raises(local.LocalClusterError, match=r"local\.temp_root = .*Fix: set local\.temp_root"):

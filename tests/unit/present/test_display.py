@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from raytrain_helpers import present
 from raytrain_helpers.core import config
 from raytrain_helpers.core.criteria import Criteria
 from raytrain_helpers.plan import cost, raycluster
-from raytrain_helpers.steps import display
+from raytrain_helpers.present import shown as shown_module
 from raytrain_helpers.worker import train as worker_train
 
 BORDER = re.compile(r"^[+|\-]+$")
@@ -28,7 +29,7 @@ def settings(clean_env, repo_root):
 
 @pytest.fixture(autouse=True)
 def no_forced_frontend(monkeypatch):
-    monkeypatch.setattr(display, "FORCE_INTERACTIVE", None)
+    monkeypatch.setattr(shown_module, "FORCE_INTERACTIVE", None)
 
 
 def html_text(page: str) -> str:
@@ -65,9 +66,9 @@ def a_verification() -> Criteria:
 
 def test_criteria_view_fits_110_columns_and_keeps_every_word():
     crit = a_verification()
-    shown = display.criteria_view(crit, interactive=True)
+    shown = present.criteria_view(crit, interactive=True)
     lines = shown.text.splitlines()
-    assert max(len(line) for line in lines) <= display.MAX_WIDTH
+    assert max(len(line) for line in lines) <= present.MAX_WIDTH
     assert lines[-1] == "2 passed, 1 failed, 1 not applicable"
     bundle = shown._repr_mimebundle_()
     assert bundle["text/plain"] == shown.text
@@ -82,19 +83,19 @@ def test_criteria_view_fits_110_columns_and_keeps_every_word():
 def test_criteria_rows_reads_the_wrapped_table_back():
     crit = a_verification()
     crit.add("head Ready + workers Running", True, "head Ready, workers Running 2/2")
-    rows = display.criteria_rows(display.criteria_view(crit).text)
+    rows = present.criteria_rows(present.criteria_view(crit).text)
     assert rows == {c.name: (c.status, c.evidence) for c in crit.items}
 
 
 def test_no_html_without_a_widget_front_end():
-    shown = display.criteria_view(a_verification())
-    assert display.interactive_frontend() is False  # no IPython kernel in a test process
+    shown = present.criteria_view(a_verification())
+    assert present.interactive_frontend() is False  # no IPython kernel in a test process
     assert set(shown._repr_mimebundle_()) == {"text/plain"}
     assert "text/html" in shown.mimebundle()
 
 
 def test_wrapped_table_wraps_instead_of_cutting():
-    text = display.wrapped_table([("a", "word " * 30)], ["k", "v"], (5, 20))
+    text = present.wrapped_table([("a", "word " * 30)], ["k", "v"], (5, 20))
     assert max(map(len, text.splitlines())) == len("| k     | " + "v".ljust(20) + " |")
     assert words(text).count("word") == 30
 
@@ -115,12 +116,12 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("step", list(display.STEP_COMMANDS))
+@pytest.mark.parametrize("step", list(present.STEP_COMMANDS))
 def test_equivalent_commands_fit_and_carry_the_settings_values(step, settings):
     mine = config.with_overrides(settings, **MY_VALUES)
-    shown = display.equivalent_commands(step, mine)
+    shown = present.equivalent_commands(step, mine)
     assert shown.text.startswith("# Optional:")
-    assert max(len(line) for line in shown.text.splitlines()) <= display.MAX_WIDTH
+    assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
     assert html_text(shown.mimebundle()["text/html"]) == shown.text
     joined = " ".join(command for _, command in shown.commands)
     for value in EXPECTED[step]:
@@ -133,19 +134,19 @@ def test_equivalent_commands_fit_and_carry_the_settings_values(step, settings):
 
 def test_equivalent_commands_reject_an_unknown_step(settings):
     with pytest.raises(ValueError, match="one of capacity, cluster"):
-        display.equivalent_commands("deploy", settings)
+        present.equivalent_commands("deploy", settings)
 
 
 def test_the_local_job_address_is_the_settings_dashboard_port(settings):
     mine = config.with_overrides(settings, dashboard_port=8399)
-    commands = dict(display.equivalent_commands("train", mine).commands)
+    commands = dict(present.equivalent_commands("train", mine).commands)
     assert any("--address http://127.0.0.1:8399" in c for c in commands.values())
     assert any("port-forward svc/raytrain-head-svc 8265:8265" in c for c in commands.values())
 
 
 def test_show_source_numbers_lines_as_in_the_file():
     func = worker_train.train_loop_per_worker
-    shown = display.show_source(func)
+    shown = present.show_source(func)
     path = Path(inspect.getsourcefile(func))
     file_lines = path.read_text().splitlines()
     body = shown.text.splitlines()[1:]
@@ -154,74 +155,74 @@ def test_show_source_numbers_lines_as_in_the_file():
         number, code = int(line[:4]), line[6:]
         expected = file_lines[number - 1]
         assert code == expected or (code.endswith("...") and expected.startswith(code[:-3]))
-    assert display.show_source("raytrain_helpers.worker.train:train_loop_per_worker").text == shown.text
+    assert present.show_source("raytrain_helpers.worker.train:train_loop_per_worker").text == shown.text
 
 
 def test_show_source_quotes_only_the_lines_asked_and_says_what_is_missing():
-    shown = display.show_source(worker_train, ["ray.train.report(", "no_such_call("])
+    shown = present.show_source(worker_train, ["ray.train.report(", "no_such_call("])
     quoted = shown.text.splitlines()[1:-1]
     assert quoted and all("ray.train.report(" in line for line in quoted)
     assert "not in this version" in shown.text and "no_such_call(" in shown.text
 
 
 def test_key_lines_find_code_not_docstrings(tmp_path, monkeypatch):
-    shown = display.key_lines([("report", "ray.train.report("), ("nothing", "no_such_call(")])
+    shown = present.key_lines([("report", "ray.train.report("), ("nothing", "no_such_call(")])
     lines = shown.text.splitlines()
     hits = [line for line in lines if not line.startswith(("#", " "))]
     assert hits and all(re.match(r"^\w+\.py:\d+: ", line) for line in hits)
     assert "(no line contains 'no_such_call(' in this version)" in shown.text
     module = tmp_path / "sample.py"
     module.write_text('"""Docstring that mentions fully_shard(x).\n\nmore fully_shard(y)\n"""\n\nfully_shard(model)\n')
-    assert display.code_lines(module) == [(6, "fully_shard(model)")]
+    assert present.code_lines(module) == [(6, "fully_shard(model)")]
 
 
 def test_show_manifest_is_the_rendered_object(settings):
-    shown = display.show_manifest("raycluster", settings, full=True)
+    shown = present.show_manifest("raycluster", settings, full=True)
     doc = yaml.safe_load(shown.text)
     assert doc == raycluster.render_raycluster(settings)
     assert html_text(shown.mimebundle()["text/html"]) == shown.text
 
 
 def test_show_manifest_abridges_long_lists(settings):
-    text = display.show_manifest("efa-device-plugin", settings).text
+    text = present.show_manifest("efa-device-plugin", settings).text
     values = yaml.safe_load(text)["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     allowlist = values["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
-    assert len(allowlist["values"]) == display.LIST_LIMIT - 1
+    assert len(allowlist["values"]) == present.LIST_LIMIT - 1
     assert re.match(r"\.\.\. \d+ more \(not shown\)", allowlist["values"][-1])
 
 
 def test_show_manifest_renders_eksctl_with_placeholders(settings):
-    text = display.show_manifest("eksctl-gpu-nodegroup", settings).text
+    text = present.show_manifest("eksctl-gpu-nodegroup", settings).text
     assert "efaEnabled: true" in text and "<private subnet of the cluster in us-west-2a>" in text
     with pytest.raises(ValueError, match="unknown manifest 'pods'"):
-        display.show_manifest("pods", settings)
+        present.show_manifest("pods", settings)
 
 
 def test_cost_note_follows_the_settings(settings):
-    two = display.cost_note(settings, minutes=30).text
-    four = display.cost_note(config.with_overrides(settings, gpu_node_count=4), minutes=30).text
+    two = present.cost_note(settings, minutes=30).text
+    four = present.cost_note(config.with_overrides(settings, gpu_node_count=4), minutes=30).text
     total = cost.estimate(settings, settings.aws.region).total_per_hour
     assert f"USD {total * 0.5:.2f} (USD {total:.2f}/h)" in two
     assert "| GPU node g6.12xlarge   | 4" in four and four != two
-    assert max(len(line) for line in four.splitlines()) <= display.MAX_WIDTH
-    assert "creates nothing billed" in display.cost_note(settings, minutes=5, creates=False).text
+    assert max(len(line) for line in four.splitlines()) <= present.MAX_WIDTH
+    assert "creates nothing billed" in present.cost_note(settings, minutes=5, creates=False).text
 
 
 def test_show_nccl_lines_quotes_the_audit_evidence(repo_root):
     from raytrain_helpers import nccl
 
     log = (repo_root / "tests" / "fixtures" / "nccl" / "synthetic-socket-2x4-baseline.log").read_text()
-    shown = display.show_nccl_lines(nccl.audit(log, expect="efa"), limit=3)
+    shown = present.show_nccl_lines(nccl.audit(log, expect="efa"), limit=3)
     assert shown.text.startswith("NCCL transport audit: FAIL (fallback), expected efa")
     assert sum(line.startswith("    > ") for line in shown.text.splitlines()) == 3
     assert "via NET/Socket/0" in shown.text
-    assert max(len(line) for line in shown.text.splitlines()) <= display.MAX_WIDTH
-    assert "gloo" in display.show_nccl_lines(None).text
+    assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
+    assert "gloo" in present.show_nccl_lines(None).text
 
 
 def test_quiet_view_shows_nothing(capsys):
-    view = display.live_view(total=3)
-    assert isinstance(view, display.QuietView) and not view.enabled
+    view = present.live_view(total=3)
+    assert isinstance(view, present.QuietView) and not view.enabled
     view.update(dict(step=1, loss=6.9, step_time_s=0.05, tokens_per_s=5000.0))
     view.close()
     assert capsys.readouterr() == ("", "")
@@ -229,8 +230,8 @@ def test_quiet_view_shows_nothing(capsys):
 
 
 def test_live_view_draws_loss_eval_loss_and_the_step_figures():
-    view = display.live_view(interactive=True)
-    assert isinstance(view, display.LiveView) and view.enabled
+    view = present.live_view(interactive=True)
+    assert isinstance(view, present.LiveView) and view.enabled
     view.update(dict(step=1, steps=3, loss=6.93, step_time_s=0.05, tokens_per_s=5120.0))
     view.update(dict(step=2, steps=3, loss=6.90, step_time_s=0.04, tokens_per_s=6400.0, eval_loss=6.95))
     view.update(dict(step=3, steps=3, loss=6.80, step_time_s=0.04, tokens_per_s=6400.0))
@@ -244,7 +245,7 @@ def test_live_view_draws_loss_eval_loss_and_the_step_figures():
 
 def test_live_view_rate_counts_from_the_first_step_not_from_the_submission():
     """The job spends tens of seconds starting before its first step: the bar's s/step must not include them."""
-    view = display.live_view(total=8, interactive=True)
+    view = present.live_view(total=8, interactive=True)
     view.bar.start_t -= 40.0  # as if Ray had spent 40 s starting the job's processes since the view was drawn
     created = view.bar.start_t + 40.0
     view.update(dict(step=1, steps=8, loss=6.9))
@@ -254,14 +255,14 @@ def test_live_view_rate_counts_from_the_first_step_not_from_the_submission():
 
 
 def test_settings_table_without_front_end(settings, tmp_path):
-    shown = display.settings_form(tmp_path / "mine.yaml", settings)
-    assert isinstance(shown, display.Shown)
+    shown = present.settings_form(tmp_path / "mine.yaml", settings)
+    assert isinstance(shown, present.Shown)
     rows = [line for line in shown.text.splitlines() if line.startswith("| ")][1:]
-    assert [row.split("|")[1].strip() for row in rows] == list(display.FORM_FIELDS)
+    assert [row.split("|")[1].strip() for row in rows] == list(present.FORM_FIELDS)
     assert "env.yaml (train.steps)" in shown.text and "none yet" in shown.text
-    assert max(len(line) for line in shown.text.splitlines()) <= display.MAX_WIDTH
-    assert "override file my-settings.yaml" in display.settings_form(None, settings).text
-    shown = display.settings_form([str(tmp_path / "a.yaml")], settings).text.replace("\n", " ")
+    assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
+    assert "override file my-settings.yaml" in present.settings_form(None, settings).text
+    shown = present.settings_form([str(tmp_path / "a.yaml")], settings).text.replace("\n", " ")
     assert f"override file {tmp_path / 'a.yaml'}" in shown or str(tmp_path / "a.yaml") in shown.replace(" ", "")
 
 
@@ -269,25 +270,25 @@ def test_overrides_are_validated_by_the_settings_loader(settings, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     env_file = str(Path(config.loaded_env_file(settings)))
     path = tmp_path / "mine.yaml"
-    problems = display.save_overrides(path, {"steps": 0}, env_file)
+    problems = present.save_overrides(path, {"steps": 0}, env_file)
     assert problems and "train.steps" in problems[0] and "Fix" in problems[0] and "mine.yaml" in problems[0]
     assert not path.exists()
-    assert display.save_overrides(path, {"steps": 12, "region": "eu-west-1"}, env_file) == []
+    assert present.save_overrides(path, {"steps": 12, "region": "eu-west-1"}, env_file) == []
     loaded = config.load(env_file, files=[path], environ={})
     assert (loaded.train.steps, loaded.aws.region) == (12, "eu-west-1")
-    assert display.read_overrides(path) == {"steps": 12, "region": "eu-west-1"}
+    assert present.read_overrides(path) == {"steps": 12, "region": "eu-west-1"}
 
 
 def test_settings_form_shows_errors_beside_their_field(settings, tmp_path):
     path = tmp_path / "mine.yaml"
-    form = display.SettingsForm(path, settings)
+    form = present.SettingsForm(path, settings)
     form.inputs["steps"].value = 0
     assert form.save()
     assert "train.steps" in form.errors["steps"].value and form.errors["region"].value == ""
     assert not path.exists() and "not saved" in form.status.value
     form.inputs["steps"].value = 12
     assert form.save() == []
-    assert display.read_overrides(path) == {"steps": 12}
+    assert present.read_overrides(path) == {"steps": 12}
     assert form.errors["steps"].value == "" and "override_files" in form.status.value
 
 
@@ -353,7 +354,7 @@ def test_criteria_lines_break_at_the_same_place_whatever_the_figures(repo_root):
             f"sharded state {state} MiB/rank vs plan {state} MiB; process peak RSS {rss} MiB (CPU: info only)",
         )
         crit.add("throughput reported by every rank", True, f"{total} tokens/s total, {per_rank} tokens/s per rank")
-        return display.criteria_view(crit).text
+        return present.criteria_view(crit).text
 
     one, other = table("1.2", "585.8", "3007", "1504"), table("1023.7", "11585.8", "13007", "6503")
     assert one != other

@@ -1,0 +1,284 @@
+"""What the local cluster is and where it keeps its files: the shape the settings ask for, the state file each
+``up`` writes (``cluster.json`` under ``local.temp_root``), the status Ray's state API gives, and the auth token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...clients.rayjobs import auth_headers
+from ...core.config import Settings
+from ...core.constants import LOOPBACK, TRAIN_SLOT
+from ...core.tables import table
+from . import rootdir
+
+STATE_FILE = "cluster.json"
+
+
+class LocalClusterError(RuntimeError):
+    pass
+
+
+def temp_root(settings: Settings) -> Path:
+    return Path(settings.local.temp_root)
+
+
+def state_path(settings: Settings) -> Path:
+    return temp_root(settings) / STATE_FILE
+
+
+def _visible_gpu_ids() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [x for x in env.split(",") if x.strip() != ""]
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+        if out.returncode == 0:
+            return [x.strip() for x in out.stdout.splitlines() if x.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return []
+
+
+def desired_shape(settings: Settings) -> dict[str, Any]:
+    loc = settings.local
+    gpu_ids = _visible_gpu_ids()
+    g = loc.gpus_per_worker_node
+    if g < 0:
+        g = len(gpu_ids) // loc.worker_nodes if len(gpu_ids) >= loc.worker_nodes else 0
+    if g * loc.worker_nodes > len(gpu_ids):
+        raise LocalClusterError(
+            f"local.gpus_per_worker_node = {g} x {loc.worker_nodes} worker nodes needs {g * loc.worker_nodes} GPUs "
+            f"but {len(gpu_ids)} are visible. Fix: gpus_per_worker_node: -1 (split what is there) or 0 (CPU)"
+        )
+    workers = []
+    for i in range(loc.worker_nodes):
+        ids = gpu_ids[i * g : (i + 1) * g] if g else []
+        slots = g if g else loc.cpus_per_worker_node
+        workers.append(
+            dict(
+                name=f"worker-{i}",
+                gpus=ids,
+                num_cpus=loc.cpus_per_worker_node if not g else max(loc.cpus_per_worker_node, g),
+                train_slots=slots,
+            )
+        )
+    return dict(
+        gcs_port=loc.gcs_port,
+        dashboard_port=loc.dashboard_port,
+        object_store_mb=loc.object_store_mb,
+        auth_mode=loc.auth_mode,
+        workers=workers,
+        ray_version=_ray_version(),
+    )
+
+
+def _ray_version() -> str:
+    import ray
+
+    return ray.__version__
+
+
+@dataclass
+class LocalClusterInfo:
+    running: bool
+    address: str
+    dashboard_url: str
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    action: str = "status"
+    message: str = ""
+    shape: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """``plan`` succeeded when it could say what would start; ``down`` when nothing runs any more;
+        ``up`` and ``status`` when the cluster runs with a live worker node."""
+        if self.action == "plan":
+            return True
+        if self.action == "stopped":
+            return not self.running
+        return self.running and any(n["role"] == "worker" and n["alive"] for n in self.nodes)
+
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        return [n for n in self.nodes if n["role"] == "worker"]
+
+    @property
+    def head(self) -> dict[str, Any] | None:
+        return next((n for n in self.nodes if n["role"] == "head"), None)
+
+    def rows(self) -> list[tuple]:
+        rows = []
+        for n in self.nodes:
+            r = n.get("resources", {})
+            rows.append(
+                (
+                    n["name"],
+                    n["role"],
+                    "alive" if n["alive"] else "DEAD",
+                    f"{r.get('CPU', 0):g}",
+                    f"{r.get('GPU', 0):g}",
+                    f"{r.get(TRAIN_SLOT, 0):g}",
+                    n["node_id"][:12],
+                )
+            )
+        return rows
+
+    def show(self) -> None:
+        print(
+            f"local Ray cluster: {'running' if self.running else 'not running'} ({self.action})"
+            + (f" - {self.message}" if self.message else "")
+        )
+        if self.running:
+            print(f"  GCS address:   {self.address}")
+            print(f"  dashboard/jobs: {self.dashboard_url}   (127.0.0.1 only)")
+            table(self.rows(), ["node", "role", "state", "CPU", "GPU", TRAIN_SLOT, "node id"])
+
+
+def _port_open(port: int, host: str = LOOPBACK) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _http_json(url: str, timeout: float = 5.0) -> Any:
+    req = urllib.request.Request(url, headers=auth_headers())
+    with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - loopback only
+        return json.loads(r.read().decode())
+
+
+def list_nodes(dashboard_url: str) -> list[dict[str, Any]]:
+    """Alive and dead nodes from the state API (GET /api/v0/nodes)."""
+    data = _http_json(f"{dashboard_url}/api/v0/nodes?limit=1000&detail=1")
+    return data["data"]["result"]["result"]
+
+
+def read_state(settings: Settings) -> dict[str, Any] | None:
+    p = state_path(settings)
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def status(settings: Settings) -> LocalClusterInfo:
+    loc = settings.local
+    address = f"{LOOPBACK}:{loc.gcs_port}"
+    url = f"http://{LOOPBACK}:{loc.dashboard_port}"
+    state = read_state(settings)
+    _apply_auth_env(settings, state)
+    if not _port_open(loc.gcs_port) or not _port_open(loc.dashboard_port):
+        return LocalClusterInfo(
+            False,
+            address,
+            url,
+            message="no head listening"
+            if state is None
+            else "state file present but the head is not answering (run `raytrain-tutorial down`)",
+            shape=(state or {}).get("shape", {}),
+        )
+    try:
+        raw = list_nodes(url)
+    except (urllib.error.URLError, OSError, KeyError, ValueError) as e:
+        return LocalClusterInfo(False, address, url, message=f"head answers but the state API does not: {e}")
+    names = (state or {}).get("node_names", {})
+    nodes = []
+    for n in raw:
+        nid = n["node_id"]
+        is_head = bool(n.get("is_head_node"))
+        res = n.get("resources_total", {}) or {}
+        nodes.append(
+            dict(
+                node_id=nid,
+                name="head" if is_head else names.get(nid) or n.get("node_name") or f"worker-{nid[:6]}",
+                role="head" if is_head else "worker",
+                alive=n.get("state") == "ALIVE",
+                resources={k: v for k, v in res.items() if not k.startswith("node:")},
+                temp_dir=str(temp_root(settings) / ("head" if is_head else names.get(nid) or n.get("node_name", "?"))),
+            )
+        )
+    nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
+    return LocalClusterInfo(True, address, url, nodes=nodes, shape=(state or {}).get("shape", {}))
+
+
+def session_log_dirs(settings: Settings) -> list[Path]:
+    """Each raylet's ``session_latest/logs`` directory (where the train workers' output lands)."""
+    root = temp_root(settings)
+    dirs = []
+    for sub in sorted(root.glob("*/session_latest/logs")):
+        dirs.append(sub)
+    return dirs
+
+
+def token_path(settings: Settings) -> Path:
+    return temp_root(settings) / "auth_token"
+
+
+def _apply_auth_env(settings: Settings, state: dict[str, Any] | None = None) -> dict[str, str]:
+    """With auth_mode: token every process (raylets, the Jobs client, the kernel) uses the same token file."""
+    mode = (state or {}).get("shape", {}).get("auth_mode", settings.local.auth_mode)
+    if mode != "token":
+        return {}
+    tp = token_path(settings)
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(tp)}
+    if tp.exists():
+        os.environ.update(env)
+    return env
+
+
+def own_root(settings: Settings, create: bool) -> None:
+    try:
+        (rootdir.claim if create else rootdir.check)(temp_root(settings))
+    except rootdir.TempRootError as e:
+        raise LocalClusterError(str(e)) from None
+
+
+def new_auth_token(settings: Settings) -> dict[str, str]:
+    """With auth_mode token: a fresh token file that every process of the cluster and the kernel use, created
+    0600 in one call (never written first and narrowed after: no moment where others could read it)."""
+    if settings.local.auth_mode != "token":
+        return {}
+    tp = token_path(settings)
+    tp.unlink(missing_ok=True)
+    fd = os.open(tp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    env = auth_env(settings)
+    os.environ.update(env)
+    return env
+
+
+def auth_env(settings: Settings) -> dict[str, str]:
+    """The variables that point Ray at the cluster's token file (none with auth_mode disabled)."""
+    if settings.local.auth_mode != "token":
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path(settings))}
+
+
+def cluster_python(settings: Settings) -> str:
+    """The interpreter the running cluster's raylets were started with (this one when nothing records it)."""
+    return (read_state(settings) or {}).get("python") or sys.executable
+
+
+def shape_str(shape: dict[str, Any] | None) -> str:
+    if not shape:
+        return "unknown"
+    ws = shape.get("workers", [])
+    g = len(ws[0]["gpus"]) if ws else 0
+    return (
+        f"{len(ws)} worker node(s) x "
+        + (f"{g} GPU" if g else f"{ws[0]['num_cpus'] if ws else 0} CPU")
+        + f", ports {shape.get('gcs_port')}/{shape.get('dashboard_port')}"
+    )
