@@ -78,12 +78,19 @@ def eksctl_documents(settings: Settings) -> list[tuple[str, str]]:
     ]
 
 
+def aws_storage_settings(settings: Settings) -> Settings:
+    """The settings as the aws path reads their storage: a local target's folder in ``train.storage_path`` is
+    left out (aws then derives its bucket), an ``s3://`` path or an empty one kept."""
+    path = settings.train.storage_path
+    if path and not path.startswith("s3://"):
+        return settings.model_copy(update={"train": settings.train.model_copy(update={"storage_path": ""})})
+    return settings
+
+
 def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
     """The storage role's trust and permission policies (JSON, as ``aws iam create-role`` / ``put-role-policy``
     take them) and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
-    path = settings.train.storage_path
-    if path and not path.startswith("s3://"):  # a local target's folder: show what aws would derive
-        settings = settings.model_copy(update={"train": settings.train.model_copy(update={"storage_path": ""})})
+    settings = aws_storage_settings(settings)
     loc = iam.storage_location(settings, account)
     mode = "irsa" if settings.aws.pod_identity == "irsa" else "pod-identity"
     trust = iam.trust_policy(settings, mode, account, PLACEHOLDERS["oidc_issuer"])
@@ -136,6 +143,7 @@ __all__ = [
     "HEADER",
     "PLACEHOLDERS",
     "aws_documents",
+    "aws_storage_settings",
     "eksctl_documents",
     "filename",
     "iam_documents",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...core.config import Settings
 from ...plan import iam
-from ...plan.manifests import PLACEHOLDERS
+from ...plan.manifests import PLACEHOLDERS, aws_storage_settings
 from . import storage
 
 
@@ -152,6 +152,7 @@ def cli_equivalents(
     """The commands that create what step 02 (and 03/04 through ``kubectl apply``) creates, in order; ``docs``:
     the folder ``raytrain-tutorial render --out`` wrote; ``account``: the account id (a placeholder by default).
     Step 02 creates the bucket only when it does not exist, and sets it up only when the tutorial created it."""
+    settings = aws_storage_settings(settings)
     a = settings.aws
     out = [
         Equivalent("EKS cluster, VPC, system node group", ("eksctl", "create", "cluster", "-f",
@@ -177,6 +178,7 @@ def teardown_equivalents(
 ) -> list[Equivalent]:
     """The commands that remove what the tutorial created, in step 08's order (the bucket only when the tutorial
     created it; ``ASSOCIATION_ID`` is what ``list-pod-identity-associations`` answers)."""
+    settings = aws_storage_settings(settings)
     a, k, role = settings.aws, settings.kubernetes, iam.role_name(settings)
     loc = iam.storage_location(settings, account)
     cluster = ["--cluster-name", a.cluster_name, "--region", a.region]
