@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ..core.config import ConfigError
 
-COMMAND_MODULES = ("run", "config", "local", "nccl", "aws", "kube", "handout", "report", "workdir")
+COMMAND_MODULES = ("run", "check", "config", "local", "nccl", "aws", "kube", "handout", "report", "workdir")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,9 +10,9 @@ import sys
 from ..clients.aws import AwsError
 from ..core.tables import table
 from ..targets import for_settings
+from ..targets.aws import capacity as aws_capacity
 from ..targets.aws.eks import ACTIONS
 from ..targets.aws.eks import teardown as aws_teardown
-from ..targets.aws.placement import capacity as aws_capacity
 from .args import add_settings_args, settings_from_args
 
 

@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..plan.manifests import render_all, write_all
+from ..plan.manifests import PLACEHOLDERS, aws_documents, render_all, write_all
 from ..plan.render import to_yaml
 from ..targets import for_settings
 from ..targets.aws import kuberay as aws_kuberay
@@ -107,14 +107,16 @@ def kuberay_command(args: argparse.Namespace) -> int:
 def _register_render(sub) -> None:
     parser = sub.add_parser(
         "render",
-        help="render every Kubernetes manifest (device plugins, KubeRay operator, RayCluster, RayJob) from env.yaml",
+        help="render every document the aws path creates from env.yaml: the Kubernetes manifests (device plugins, "
+        "KubeRay operator, RayCluster, RayJob), the eksctl configs, the storage role's IAM policies",
     )
     add_settings_args(parser)
     parser.add_argument(
         "--out",
         default=None,
         metavar="DIR",
-        help="write one YAML file per object into DIR (kubectl apply -f DIR); default: print to stdout",
+        help="write one YAML file per Kubernetes object into DIR (kubectl apply -f DIR), the eksctl configs into "
+        "DIR/eksctl, the IAM policies into DIR/iam, the Pod Identity association into DIR/eks; default: stdout",
     )
     parser.add_argument("--no-alternatives", action="store_true", help="leave out the RayJob alternative")
     parser.set_defaults(func=render_command)
@@ -158,11 +160,19 @@ def render_command(args: argparse.Namespace) -> int:
             return 2
         for path in paths:
             print(path)
-        print(f"{len(paths)} manifest(s) written to {args.out} (apply with: kubectl apply --server-side -f {args.out})")
+        print(
+            f"{len(paths)} document(s) written to {args.out}: the Kubernetes objects at the top (apply with: kubectl "
+            f"apply --server-side -f {args.out}), the eksctl configs, IAM policies and Pod Identity association "
+            f"in its sub-folders"
+        )
+        print(f"placeholders step 02 fills in from AWS: {', '.join(PLACEHOLDERS.values())}")
         return 0
     for name, obj in render_all(settings, include_alternatives=include):
         print(f"---\n# file: {name}")
         print(to_yaml(obj), end="")
+    for name, text in aws_documents(settings):
+        print(f"---\n# file: {name}")
+        print(text, end="")
     return 0
 
 

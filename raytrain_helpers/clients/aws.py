@@ -14,6 +14,13 @@ Every call that can fail goes through one of two guards, so a failure becomes a 
   use, service quotas, scaling activities): a failure becomes a :class:`Signal` whose :meth:`Signal.line` reads
   ``unavailable: <error code> for <IAM action>; <what the step uses instead>``, and the step goes on.
 
+An answer that is not AWS's at all - an HTML error page (a proxy, or a test server such as a plain moto lacking the
+API: HTTP 500 and ``<!doctype html>``) - is a failure like any other: botocore raises ``ResponseParserError`` for it
+on XML services (EC2, STS, IAM: it is no ``BotoCoreError``) and a ``ClientError`` with code ``500`` and the page as
+message on JSON services; both become the kind ``bad answer``, the page shown only by its title. A request botocore
+itself refuses (``ParamValidationError``: a parameter this botocore does not know, a value of the wrong type) is a
+bug or an old botocore, never an AWS signal: both guards raise :class:`AwsCallError` for it, one line naming the API.
+
 Throttling and transient server errors are retried by botocore itself (:func:`client` sets its ``standard``
 retry mode, or ``adaptive`` when ``AWS_RETRY_MODE=adaptive``); a guard only sees what survived the retries.
 """
@@ -121,9 +128,7 @@ class CallFailure:
     #: HTTP status of the last answer (0: no answer).
     status: int = 0
 
-    @property
-    def kind(self) -> str:
-        """``denied`` | ``throttled`` | ``credentials`` | ``unsupported`` | ``unavailable`` | ``error``."""
+    def _kind_of_code(self) -> str:
         for kind, codes in ERROR_KINDS.items():
             if self.code in codes:
                 return kind
@@ -132,6 +137,16 @@ class CallFailure:
         if self.status in (401, 403):
             return "denied"
         return "error"
+
+    @property
+    def kind(self) -> str:
+        """``denied`` | ``throttled`` | ``credentials`` | ``unsupported`` | ``unavailable`` | ``bad answer`` |
+        ``invalid request`` | ``error``."""
+        if self.code == "ParamValidationError":
+            return "invalid request"
+        if self.code == "ResponseParserError" or looks_like_html(self.message):
+            return "bad answer"
+        return self._kind_of_code()
 
     def fix(self) -> str:
         """What the user can do about it."""
@@ -145,13 +160,58 @@ class CallFailure:
             f"to); choose another region",
             "unavailable": f"the service did not answer in {self.region}; re-run this step later (check "
             f"https://health.aws.amazon.com) or choose another region",
+            "bad answer": _bad_answer_fix(self.api, self.region),
+            "invalid request": f"botocore {_botocore_version()} refused to send {self.api}; if boto3 is older than "
+            f"the pins of constraints.txt, reinstall them (`pip install -c constraints.txt boto3 botocore`), "
+            f"otherwise this is a bug of raytrain-tutorial: report it with this line",
             "error": "correct what the message says, then re-run this step",
         }[self.kind]
 
     def brief_message(self, limit: int = 160) -> str:
-        """AWS's message on one line, shortened."""
-        text = " ".join(str(self.message).split())
+        """AWS's message on one line, shortened (an HTML page: its title only)."""
+        text = " ".join(plain_message(str(self.message)).split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_HTML_RE = re.compile(r"<!doctype html|<html[\s>]", re.IGNORECASE)
+_TITLE_RE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def looks_like_html(text: str) -> bool:
+    """True when an error message is (or quotes) an HTML page rather than AWS's own words."""
+    return bool(_HTML_RE.search(str(text or "")))
+
+
+def plain_message(text: str) -> str:
+    """An error message fit for one line: an HTML page becomes ``an HTML page: <its title>``; botocore's parser
+    message (which quotes the whole body) is cut before the body."""
+    text = str(text or "")
+    if not looks_like_html(text):
+        return text
+    title = _TITLE_RE.search(text)
+    return f"an HTML page, not an AWS answer: {' '.join(title.group(1).split()) if title else 'no title'}"
+
+
+def _bad_answer_fix(api: str, region: str) -> str:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "").strip()
+    if endpoint:
+        return (
+            f"AWS_ENDPOINT_URL={endpoint} answered {api} with something that is not an AWS answer: that server "
+            f"does not implement {api} (a plain moto server, for one); unset AWS_ENDPOINT_URL to ask AWS itself"
+        )
+    return (
+        f"the endpoint of {region} answered with something that is not an AWS answer (a proxy's error page?); "
+        f"check HTTPS_PROXY / the network, then re-run this step"
+    )
+
+
+def _botocore_version() -> str:
+    try:
+        import botocore
+
+        return botocore.__version__
+    except ImportError:  # pragma: no cover - boto3 is a dependency of the aws target
+        return "(not installed)"
 
 
 class AwsCallError(AwsError):
@@ -160,7 +220,8 @@ class AwsCallError(AwsError):
     def __init__(self, failure: CallFailure) -> None:
         self.failure = failure
         f = failure
-        detail = f" - {f.brief_message()}" if f.kind in ("error", "unavailable") and f.message else ""
+        shown = ("error", "unavailable", "bad answer", "invalid request")
+        detail = f" - {f.brief_message()}" if f.kind in shown and f.message else ""
         super().__init__(
             f"{f.api} failed in {f.region} ({f.code}{detail}); it needs IAM action {f.action}. Fix: {f.fix()}"
         )
@@ -270,8 +331,17 @@ def iam_action(api, operation: str) -> str:
     return f"{prefix}:{name}"
 
 
+def call_errors() -> tuple[type[Exception], ...]:
+    """What a guarded call turns into a named failure: botocore's ClientError and BotoCoreError (ParamValidationError
+    is one) and its ResponseParserError (an answer that is not AWS's, e.g. an HTML page; no BotoCoreError)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    return (ClientError, BotoCoreError, ResponseParserError)
+
+
 def failure_of(api, operation: str, e: Exception) -> CallFailure:
-    """What went wrong in ``api.<operation>`` (a ClientError or a BotoCoreError), named."""
+    """What went wrong in ``api.<operation>`` (see :func:`call_errors`), named."""
     action = iam_action(api, operation)
     response = getattr(e, "response", None) or {}
     return CallFailure(
@@ -294,13 +364,9 @@ def call(api, operation: str, *, items: str | None = None, **kwargs: Any) -> Any
 def essential_call(api, operation: str, *, absent: Sequence[str] = (), items: str | None = None, **kwargs) -> Any:
     """:func:`call`, which the step cannot do without: a failure raises :class:`AwsCallError` (one line naming
     the API, the IAM action and the fix). ``absent``: error codes that mean "no such resource": None."""
-    from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
-
     try:
         return call(api, operation, items=items, **kwargs)
-    except ParamValidationError:
-        raise  # a bug in the caller, not an AWS failure
-    except (ClientError, BotoCoreError) as e:
+    except call_errors() as e:
         if err_code(e) in absent:
             return None
         raise AwsCallError(failure_of(api, operation, e)) from None
@@ -310,15 +376,15 @@ def optional_call(
     api, operation: str, *, instead: str, default: Any = None, items: str | None = None, scope: str = "", **kwargs
 ) -> Signal:
     """:func:`call` for a signal the step can do without: a :class:`Signal` with the value, or with ``default``
-    and the failure (``instead`` says what the step uses instead). Never raises for an AWS failure."""
-    from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
-
+    and the failure (``instead`` says what the step uses instead). Never raises for an AWS failure; a request
+    botocore refuses to send (``ParamValidationError``) is no AWS answer but a bug: :class:`AwsCallError`."""
     try:
         return Signal(call(api, operation, items=items, **kwargs), instead, scope=scope)
-    except ParamValidationError:
-        raise
-    except (ClientError, BotoCoreError) as e:
-        return Signal(default, instead, failure_of(api, operation, e), scope=scope)
+    except call_errors() as e:
+        failure = failure_of(api, operation, e)
+        if failure.kind == "invalid request":
+            raise AwsCallError(failure) from None
+        return Signal(default, instead, failure, scope=scope)
 
 
 @dataclass
@@ -334,6 +400,7 @@ class Identity:
 def identity(sess, region: str) -> Identity:
     """Who are we? Raises :class:`AwsError` (with the fix) when no credentials resolve."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.parsers import ResponseParserError
 
     try:
         who = client(sess, "sts", region).get_caller_identity()
@@ -349,6 +416,10 @@ def identity(sess, region: str) -> Identity:
         ) from None
     except BotoCoreError as e:
         raise AwsError(f"cannot reach AWS STS: {e}") from None
+    except ResponseParserError as e:
+        raise AwsError(
+            f"sts:GetCallerIdentity: {plain_message(str(e))}. Fix: {_bad_answer_fix('GetCallerIdentity', region)}"
+        ) from None
     return Identity(account=who["Account"], arn=who["Arn"], region=region)
 
 

@@ -25,3 +25,8 @@ LOOPBACK = "127.0.0.1"
 DASHBOARD_PORT = 8265
 
 GIB = 1024**3
+
+#: The oldest eksctl the aws path accepts: Capacity Blocks for ML (``instanceMarketOptions.marketType:
+#: capacity-block`` in a node group) arrived in eksctl 0.205.0 (eksctl-io/eksctl commit 854da876d, PR #8207, first
+#: in tag 0.205.0; checked 2026-12-04).
+EKSCTL_MIN_VERSION = "0.205.0"

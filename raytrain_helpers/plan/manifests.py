@@ -1,14 +1,19 @@
-"""Every Kubernetes manifest of the aws target, one object per file, in the order they are applied.
+"""Every document the aws path creates: the Kubernetes manifests, one object per file, in the order they are
+applied; the eksctl configs; the storage role's IAM policies and its Pod Identity association.
 
-``raytrain-tutorial render --out DIR`` writes them for ``kubectl apply --server-side -f DIR``.
+``raytrain-tutorial render --out DIR`` writes them: the Kubernetes objects at the top of DIR for
+``kubectl apply --server-side -f DIR`` (which does not descend into folders), the others under ``eksctl/``,
+``iam/`` and ``eks/`` (see :func:`aws_documents`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from ..core.config import Settings
+from . import eksctl, iam
 from .iam import render_service_account
 from .plugins import render_plugins
 from .raycluster import render_namespace, render_operator, render_raycluster, render_rayjob
@@ -41,18 +46,107 @@ def render_all(settings: Settings, *, include_alternatives: bool = True) -> list
     return out
 
 
-def write_all(settings: Settings, out_dir: str | Path, *, include_alternatives: bool = True) -> list[Path]:
-    """Write :func:`render_all` to ``out_dir`` (one object per file); stale files of ours are replaced."""
+#: What a document rendered before anything exists shows where step 02 fills in a value read from AWS.
+PLACEHOLDERS = dict(
+    account="ACCOUNT",
+    gpu_az="GPU_AZ",
+    second_az="SECOND_AZ",
+    subnet="SUBNET_ID_IN_GPU_AZ",
+    oidc_issuer="oidc.eks.REGION.amazonaws.com/id/CLUSTER_ID",
+)
+
+
+def _placeholder_note(used: list[str]) -> str:
+    return (
+        f"# Rendered before the cluster exists: {', '.join(used)} are placeholders that step 02 fills in from "
+        f"EC2\n# (`raytrain-tutorial cluster plan` shows the real values).\n"
+        if used
+        else ""
+    )
+
+
+def eksctl_documents(settings: Settings) -> list[tuple[str, str]]:
+    """``eksctl/cluster.yaml`` and ``eksctl/gpu-nodegroup.yaml`` as step 02 renders them; the AZs (unless
+    ``aws.gpu_az`` names one) and the subnet ids are placeholders, since they come from EC2 and the new VPC."""
+    gpu_az = settings.aws.gpu_az or PLACEHOLDERS["gpu_az"]
+    used = [] if settings.aws.gpu_az else [PLACEHOLDERS["gpu_az"]]
+    cluster = eksctl.render_cluster_config(settings, azs=[gpu_az, PLACEHOLDERS["second_az"]], gpu_az=gpu_az)
+    gpu = eksctl.render_gpu_nodegroup_config(settings, gpu_az=gpu_az, subnet_ids=[PLACEHOLDERS["subnet"]])
+    return [
+        ("eksctl/cluster.yaml", _placeholder_note([*used, PLACEHOLDERS["second_az"]]) + cluster),
+        ("eksctl/gpu-nodegroup.yaml", _placeholder_note([*used, PLACEHOLDERS["subnet"]]) + gpu),
+    ]
+
+
+def aws_storage_settings(settings: Settings) -> Settings:
+    """The settings as the aws path reads their storage: a local target's folder in ``train.storage_path`` is
+    left out (aws then derives its bucket), an ``s3://`` path or an empty one kept."""
+    path = settings.train.storage_path
+    if path and not path.startswith("s3://"):
+        return settings.model_copy(update={"train": settings.train.model_copy(update={"storage_path": ""})})
+    return settings
+
+
+def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
+    """The storage role's trust and permission policies (JSON, as ``aws iam create-role`` / ``put-role-policy``
+    take them) and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
+    settings = aws_storage_settings(settings)
+    loc = iam.storage_location(settings, account)
+    mode = "irsa" if settings.aws.pod_identity == "irsa" else "pod-identity"
+    trust = iam.trust_policy(settings, mode, account, PLACEHOLDERS["oidc_issuer"])
+    docs = [
+        ("iam/storage-role-trust-policy.json", json.dumps(trust, indent=2) + "\n"),
+        ("iam/storage-role-permission-policy.json", json.dumps(iam.permission_policy(settings, loc), indent=2) + "\n"),
+    ]
+    if mode == "pod-identity":
+        k = settings.kubernetes
+        body = dict(
+            clusterName=settings.aws.cluster_name,
+            namespace=k.namespace,
+            serviceAccount=k.service_account,
+            roleArn=f"arn:aws:iam::{account}:role/{iam.role_name(settings)}",
+        )
+        docs.append(("eks/pod-identity-association.json", json.dumps(body, indent=2) + "\n"))
+    return docs
+
+
+def aws_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
+    """Every document of the aws path besides the Kubernetes objects, as (relative path, text); ``account``: the
+    account id (a placeholder when rendered without credentials)."""
+    return eksctl_documents(settings) + iam_documents(settings, account)
+
+
+def write_all(
+    settings: Settings,
+    out_dir: str | Path,
+    *,
+    include_alternatives: bool = True,
+    account: str = PLACEHOLDERS["account"],
+) -> list[Path]:
+    """Write :func:`render_all` (one object per file) and :func:`aws_documents` to ``out_dir``; stale files of
+    ours are replaced. Everything is rendered before the first file is written."""
     out = Path(out_dir)
-    rendered = render_all(settings, include_alternatives=include_alternatives)
+    rendered = [(n, HEADER + to_yaml(o)) for n, o in render_all(settings, include_alternatives=include_alternatives)]
+    rendered += aws_documents(settings, account)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, obj in rendered:
+    for name, text in rendered:
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(HEADER + to_yaml(obj))
+        path.write_text(text)
         paths.append(path)
     return paths
 
 
-__all__ = ["ALTERNATIVES", "HEADER", "filename", "render_all", "write_all"]
+__all__ = [
+    "ALTERNATIVES",
+    "HEADER",
+    "PLACEHOLDERS",
+    "aws_documents",
+    "aws_storage_settings",
+    "eksctl_documents",
+    "filename",
+    "iam_documents",
+    "render_all",
+    "write_all",
+]

@@ -3,7 +3,7 @@
 01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify · 07 benchmark · 08 teardown
 """
 
-from . import benchmark, capacity, cluster, display, kuberay, overview, plugins, teardown, train, verify
+from . import benchmark, capacity, cluster, display, documents, kuberay, overview, plugins, teardown, train, verify
 from .overview import describe
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "cluster",
     "describe",
     "display",
+    "documents",
     "kuberay",
     "overview",
     "plugins",

@@ -1,7 +1,8 @@
 """01 · Capacity: is there room for the job, and does the model fit?
 
-The target answers the first question (this machine's CPUs, memory and GPUs; or AWS offerings, quotas, Spot
-scores and a placement); every target ends with the FSDP memory plan.
+First the preflight (:func:`preflight`): what the target needs on this machine, one table; the notebook stops
+there when a required row failed. Then the target answers the first question (this machine's CPUs, memory and
+GPUs; or AWS offerings, quotas, Spot scores and a placement); every target ends with the FSDP memory plan.
 """
 
 from __future__ import annotations
@@ -13,6 +14,25 @@ from ..plan import perf
 from ..plan.memory import MemoryPlan, seed_figure_check
 from ..plan.memory import seed_plan as seed_memory_plan
 from ..targets import StepResult, for_settings
+from ..targets.base import PreflightResult
+
+
+class PreflightFailed(RuntimeError):
+    """The preflight found a required row unmet: nothing after it runs (the table above says what to fix)."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython (a notebook) shows this one line instead of a traceback."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
+    """Notebook 01's first step (``raytrain-tutorial check``): the target's preflight table, printed;
+    :class:`PreflightFailed` when a required row is not met, so the notebook stops before anything else runs."""
+    result = for_settings(settings).preflight(settings, quota=quota)
+    result.show()
+    if not result.ok:
+        raise PreflightFailed(f"{result.summary()}. Fix: the fixes above, then run this cell again")
+    return result
 
 
 def check(settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None) -> StepResult:
@@ -38,4 +58,4 @@ def show_prediction(settings: Settings, cap: StepResult | None = None) -> None:
     perf.show_predictions(predict(settings, cap))
 
 
-__all__ = ["check", "predict", "show_prediction", "seed_plan", "seed_figure_check"]
+__all__ = ["PreflightFailed", "preflight", "check", "predict", "show_prediction", "seed_plan", "seed_figure_check"]

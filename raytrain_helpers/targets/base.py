@@ -22,6 +22,7 @@ from ..core.tables import table, wrapped_table
 INTERFACE = (
     "NAME",
     "where",
+    "preflight",
     "capacity",
     "cluster",
     "devices",
@@ -44,6 +45,10 @@ class Target(Protocol):
 
     def where(self, settings: Settings) -> str:
         """One line saying what the run is on (the first line of every notebook)."""
+
+    def preflight(self, settings: Settings, *, quota: bool = True) -> PreflightResult:
+        """Before anything else: what this target needs on this machine (tools and their versions, credentials,
+        on AWS the region's vCPU quota against the node groups; ``quota=False`` skips the quota), one row each."""
 
     def capacity(
         self, settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None
@@ -123,6 +128,75 @@ class JobDefaults:
             f"JobDefaults(use_gpu={self.use_gpu!r}, storage_path={self.storage_path!r}, env={self.env!r}, "
             f"python={self.python!r})"
         )
+
+
+#: A requirement's status: met, or why not (``unknown``: it could not be checked; it does not stop anything).
+REQUIREMENT_STATUSES = ("ok", "MISSING", "TOO OLD", "TOO FAR", "FAILED", "SHORT", "unknown")
+
+
+@dataclass
+class Requirement:
+    """One row of the preflight: what is needed, what was found, and the fix when they differ."""
+
+    what: str
+    found: str
+    needed: str
+    status: str
+    fix: str = ""
+    #: False: the path works without it (the row warns, it never stops anything).
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        if self.status not in REQUIREMENT_STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {REQUIREMENT_STATUSES}")
+
+    @property
+    def blocks(self) -> bool:
+        """True when this row stops the run: required, checked, and not met."""
+        return self.required and self.status not in ("ok", "unknown")
+
+    def status_text(self) -> str:
+        return self.status if self.required or self.status == "ok" else f"{self.status} (optional)"
+
+
+@dataclass
+class PreflightResult:
+    """The preflight's table; ``ok`` when no required row failed."""
+
+    target: str
+    rows: list[Requirement] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.blocks for r in self.rows)
+
+    def failed(self) -> list[Requirement]:
+        return [r for r in self.rows if r.blocks]
+
+    def summary(self) -> str:
+        """One line: OK, or each failed row (its fix is under the table)."""
+        if self.ok:
+            return f"preflight ({self.target}): OK"
+        failed = "; ".join(f"{r.what}: {r.status} (found {r.found}; needs {r.needed})" for r in self.failed())
+        return f"preflight ({self.target}) failed: {failed}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(target=self.target, ok=self.ok, rows=[dict(vars(r), blocks=r.blocks) for r in self.rows])
+
+    def show(self) -> None:
+        """The table (what, found, needed, status), then the fix of every row that is not ok, then the verdict."""
+        print(
+            wrapped_table(
+                [(r.what, r.found, r.needed, r.status_text()) for r in self.rows],
+                ["needed", "found", "needs", "status"],
+                (24, 36, 26, 10),
+                title=f"What the {self.target} path needs on this machine",
+            )
+        )
+        for r in self.rows:
+            if r.status != "ok" and r.fix:
+                print(f"Fix {r.what}: {r.fix}")
+        print(self.summary())
 
 
 @dataclass

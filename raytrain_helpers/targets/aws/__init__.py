@@ -1,24 +1,27 @@
 """The ``aws`` target: EKS created with eksctl, the device plugins, KubeRay, reached through the Kubernetes API.
 
-Exports the names of :mod:`..base` (the Target interface). Credentials come only from the standard boto3 chain
+Exports the names of :mod:`..base` (the Target interface); ``cluster`` and ``capacity`` are the gated ones of
+:mod:`.gate` (the preflight runs before anything billable). Credentials come only from the standard boto3 chain
 (environment, ``AWS_PROFILE``, SSO, instance role); nothing takes or prints a key.
 """
 
 from __future__ import annotations
 
-from .eks import cluster, teardown
+from .eks import teardown
+from .gate import capacity, cluster
 from .identity import infra_criteria, raycluster
 from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
-from .placement import capacity
 from .plugins import devices
+from .preflight import preflight
 
 NAME = "aws"
 
 __all__ = [
     "NAME",
     "where",
+    "preflight",
     "capacity",
     "cluster",
     "devices",

@@ -15,6 +15,7 @@ from ...core.constants import LOOPBACK
 from ..base import JobDefaults
 from . import raylets, standin
 from .logs import collect_local_logs
+from .preflight import preflight
 from .raylets import (
     LocalClusterError,
     LocalClusterInfo,
@@ -143,6 +144,7 @@ def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
 __all__ = [
     "NAME",
     "where",
+    "preflight",
     "capacity",
     "cluster",
     "devices",

@@ -7,7 +7,8 @@
         ... run notebooks with env=srv.env (papermill inherits os.environ, already set here)
 
 While the block runs, ``os.environ`` carries ``AWS_ENDPOINT_URL`` (every boto3 client in this process and
-its children talks to the server), fake credentials, a region, ``PATH`` with the fake ``eksctl`` first,
+its children talks to the server), fake credentials, a region, ``PATH`` with the fake ``eksctl`` (and an ``aws``
+that answers only ``--version``, for the preflight) first,
 ``KUBECONFIG`` in a temporary directory, and ``FAKE_EKSCTL_LOG``. Everything is restored afterwards.
 The operations moto lacks (EC2 Service Quotas, Spot placement scores, capacity reservations, scaling
 activities) are added by :mod:`moto_ext` to moto's response classes - the server thread runs them, so a
@@ -45,6 +46,15 @@ def _eksctl_shim_dir(work: Path) -> Path:
     exe = d / "eksctl"
     exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKES_DIR / "eksctl"))} "$@"\n')
     exe.chmod(0o755)
+    # the AWS CLI the preflight asks for: it answers `aws --version` as AWS CLI v2 does (the line eksctl itself
+    # parses, `aws-cli/X.Y.Z ...`) and refuses anything else, so no test talks to AWS through it
+    aws = d / "aws"
+    version = "aws-cli/2.22.35 Python/3.12.6 Linux/6.8.0 exe/x86_64.ubuntu.24"
+    aws.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
+        'echo "fake aws CLI: only --version" >&2\nexit 2\n'
+    )
+    aws.chmod(0o755)
     return d
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_render_cli_writes_one_object_per_file(tmp_path):
     out = tmp_path / "manifests"
     r = _cli("render", "--target", "aws", "-p", "gpu_node_count", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    files = sorted(p for p in out.rglob("*.yaml"))
+    files = sorted(p for p in out.rglob("*.yaml") if p.parent.name != "eksctl")
     assert len(files) == len(manifests.render_all(settings()))
     for f in files:
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
@@ -47,15 +48,61 @@ def test_render_cli_writes_one_object_per_file(tmp_path):
     assert (out / "alternatives").is_dir()
 
 
+def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
+    out = tmp_path / "rendered"
+    r = _cli("render", "--target", "aws", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    objects = [name for name, _ in manifests.render_all(settings())]
+    assert written == sorted(
+        [
+            *objects,
+            "eksctl/cluster.yaml",
+            "eksctl/gpu-nodegroup.yaml",
+            "iam/storage-role-trust-policy.json",
+            "iam/storage-role-permission-policy.json",
+            "eks/pod-identity-association.json",
+        ]
+    )
+    assert set(r.stdout.splitlines()) >= {str(out / name) for name in written}  # each file written is listed
+    for name in written:
+        text = (out / name).read_text()
+        doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+        assert doc, name
+    kinds = {yaml.safe_load((out / name).read_text())["kind"] for name in objects}
+    assert {"DaemonSet", "Deployment", "ServiceAccount", "RayCluster", "RayJob"} <= kinds
+    assert yaml.safe_load((out / "eksctl/gpu-nodegroup.yaml").read_text())["managedNodeGroups"][0]["efaEnabled"]
+    trust = json.loads((out / "iam/storage-role-trust-policy.json").read_text())
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    policy = json.loads((out / "iam/storage-role-permission-policy.json").read_text())
+    assert {
+        a for st in policy["Statement"] for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    } >= {
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:PutObject",
+    }
+    assert "GPU_AZ" in r.stdout and "ACCOUNT" in r.stdout  # the placeholders are named
+    schema_file = REPO.parent / "shared" / "eksctl-schema" / "v0.230.0" / "schema.json"
+    if schema_file.is_file():  # eksctl's own ClusterConfig schema (shared/README.md); absent in a bare clone
+        import jsonschema
+
+        schema = json.loads(schema_file.read_text())
+        for name in ("eksctl/cluster.yaml", "eksctl/gpu-nodegroup.yaml"):
+            jsonschema.Draft7Validator(schema).validate(yaml.safe_load((out / name).read_text()))
+
+
 def test_render_cli_stdout(monkeypatch, capsys):
     monkeypatch.setattr(config, "_check_ray_version", lambda *a, **k: None)  # importing ray is slow
     monkeypatch.chdir(REPO)
     assert cli.main(["render", "--target", "aws", "-p", "gpu_node_count", "3"]) == 0
     out = capsys.readouterr().out
     rendered = manifests.render_all(settings(gpu_node_count=3))
-    assert out.count("# file: ") == len(rendered)
+    documents = manifests.aws_documents(settings(gpu_node_count=3))
+    assert out.count("# file: ") == len(rendered) + len(documents)
     docs = [d for d in yaml.safe_load_all(out) if d]
-    assert docs == [o for _, o in rendered]
+    assert docs[: len(rendered)] == [o for _, o in rendered]
+    assert docs[len(rendered) :] == [yaml.safe_load(text) for _, text in documents]
     assert cli.main(["render", "--target", "aws", "--no-alternatives"]) == 0
     assert "RayJob" not in capsys.readouterr().out
 

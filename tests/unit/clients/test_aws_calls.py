@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from botocore.exceptions import EndpointConnectionError, ParamValidationError
+from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
 from raytrain_helpers.clients import aws as aws_client
@@ -134,8 +134,10 @@ def test_absent_codes_return_none_and_a_bad_call_is_a_bug_not_a_signal():
         assert (
             aws_client.essential_call(eks, "describe_cluster", absent=("ResourceNotFoundException",), name="c") is None
         )
-    with pytest.raises(ParamValidationError):
-        aws_client.optional_call(eks, "describe_cluster", instead="x")  # `name` missing: the caller's bug
+    # `name` missing: the caller's bug, raised (not a signal) as one line naming the API, never a traceback
+    with pytest.raises(aws_client.AwsCallError, match="DescribeCluster failed .*ParamValidationError") as info:
+        aws_client.optional_call(eks, "describe_cluster", instead="x")
+    assert info.value.failure.kind == "invalid request" and "\n" not in str(info.value)
 
 
 def test_clients_retry_with_botocores_modes(monkeypatch):

@@ -259,6 +259,10 @@ def test_render_all_order_and_names():
 
 def test_write_all_writes_one_object_per_file(tmp_path):
     paths = manifests.write_all(settings(), tmp_path / "out")
-    assert [str(p.relative_to(tmp_path / "out")) for p in paths] == [n for n, _ in manifests.render_all(settings())]
+    objects = [n for n, _ in manifests.render_all(settings())]
+    # the Kubernetes objects first (one per file), then the eksctl configs and the IAM documents in sub-folders
+    assert [str(p.relative_to(tmp_path / "out")) for p in paths] == objects + [
+        n for n, _ in manifests.aws_documents(settings())
+    ]
     text = paths[0].read_text()
     assert text.startswith(manifests.HEADER) and len([d for d in yaml.safe_load_all(text) if d]) == 1

@@ -150,8 +150,12 @@ def test_up_without_confirmation_in_a_headless_run_creates_nothing(srv, tmp_path
 def test_missing_eksctl_is_a_clear_error_before_anything(srv, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent-bin")
     s = placed(tmp_path)
-    with pytest.raises(AwsError, match="eksctl is not on PATH.*Install it"):
+    # the target's `cluster up` meets the preflight first (tests/unit/targets/aws/test_preflight.py) ...
+    with pytest.raises(AwsError, match=r"did not start: preflight \(aws\) failed: .*eksctl: MISSING"):
         aws_target.cluster(s, "up", assume_yes=True)
+    # ... and the step itself still says so on its own
+    with pytest.raises(AwsError, match="eksctl is not on PATH.*Install it"):
+        aws_cluster.cluster(s, "up", assume_yes=True)
     assert eks().list_clusters()["clusters"] == []
 
 

@@ -1,0 +1,324 @@
+"""Before anything on the aws path: what it needs on the learner's machine, one row each, checked.
+
+``raytrain-tutorial check --target aws`` and the first cells of notebook 01 print :func:`preflight`'s table; the
+billable steps (02's ``cluster up``, 01's reservation probe) run it first and refuse to start when a required row
+failed (:func:`require`). Each row says the version found, the version needed, and the fix:
+
+* **AWS CLI** v2 >= 2.12.3 (v1 >= 1.27.160): the kubeconfig ``eksctl utils write-kubeconfig`` writes calls
+  ``aws eks get-token`` for every Kubernetes request (the tutorial's Python client runs it too). Minimums: the
+  EKS user guide's ``auto-cli-v2-version`` / ``auto-cli-v1-version`` (awsdocs/amazon-eks-user-guide
+  ``latest/ug/attributes.txt`` @ 0e0c7e00). Not needed when ``aws-iam-authenticator`` is on PATH: eksctl
+  looks that up *first* and writes a kubeconfig calling it instead (eksctl-io/eksctl
+  ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator, aws] and
+  ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
+  reads it: ``aws --version`` and the regex ``aws-cli/([\\d.]*)`` (same file, ``getAWSCLIVersion``).
+* **eksctl** >= :data:`~raytrain_helpers.core.constants.EKSCTL_MIN_VERSION` (Capacity Blocks); ``eksctl version``
+  prints ``GetVersion()``: ``0.230.0``, or ``0.231.0-dev+<commit>.<date>`` for a snapshot (``pkg/ctl/misc/
+  version.go``, ``pkg/version/version.go``).
+* **helm** 3 or later, optional: without it the device plugins and the operator are applied from the rendered
+  manifests. ``helm version --short`` prints ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go``
+  ``formatVersion``).
+* **kubectl** within one minor version of the cluster (``aws.k8s_version``; EKS user guide ``install-kubectl``:
+  "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
+  the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
+* **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
+* **vCPU quota** of the GPU node group's class (and the system node group's) in ``aws.region``: the applied
+  quota, else the AWS default (Service Quotas, the codes of :data:`.placement.QUOTA_CLASSES`), against the
+  node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
+  "can this account ever run these node groups here", so it stays true while the tutorial's own nodes run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...clients import aws as aws_client
+from ...core.config import Settings
+from ...core.constants import EKSCTL_MIN_VERSION
+from ..base import PreflightResult, Requirement
+from . import placement
+
+AWS_CLI_V2_MIN = "2.12.3"
+AWS_CLI_V1_MIN = "1.27.160"
+HELM_MIN_MAJOR = 3
+#: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
+AUTHENTICATOR_MIN = "0.5.3"
+#: Seconds one ``--version`` may take (AWS CLI v1 starts Python: about a second).
+TOOL_TIMEOUT_S = 30
+
+AWS_CLI_FIX = (
+    "install AWS CLI v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html "
+    "(Linux x86_64: curl -sSLo awscliv2.zip https://awscli.amazonaws.com/awscli-exe-linux-x86_64.zip && "
+    "unzip -q awscliv2.zip && sudo ./aws/install --update)"
+)
+EKSCTL_FIX = (
+    "install eksctl >= {min}: https://eksctl.io/installation/ (Linux x86_64: curl -sSLO https://github.com/"
+    "eksctl-io/eksctl/releases/latest/download/eksctl_Linux_amd64.tar.gz && tar -xzf eksctl_Linux_amd64.tar.gz -C "
+    "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: brew upgrade eksctl)"
+)
+HELM_FIX = "install helm 3+: https://helm.sh/docs/intro/install/ (without it the rendered manifests are applied)"
+KUBECTL_FIX = (
+    "install kubectl {minor}: https://kubernetes.io/docs/tasks/tools/ (or the EKS build: "
+    "https://docs.aws.amazon.com/eks/latest/userguide/install-kubectl.html)"
+)
+
+_SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading versions from the tools' own output
+# --------------------------------------------------------------------------------------------------------------
+
+
+def version_tuple(text: str) -> tuple[int, int, int]:
+    """``"0.205.0"`` -> (0, 205, 0); the first X.Y.Z in the text (ValueError when there is none)."""
+    m = _SEMVER.search(text or "")
+    if not m:
+        raise ValueError(f"no version in {text!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def parse_aws_cli(output: str) -> str | None:
+    """``aws --version``: ``aws-cli/2.22.35 Python/3.12.6 Linux/6.8.0 exe/x86_64.ubuntu.24`` -> ``2.22.35``."""
+    m = re.search(r"aws-cli/(\d+\.\d+\.\d+)", output or "")
+    return m.group(1) if m else None
+
+
+def parse_eksctl(output: str) -> str | None:
+    """``eksctl version``: ``0.230.0`` or ``0.231.0-dev+99984adb.2026-08-21T17:14:27Z`` -> ``0.230.0``."""
+    m = re.match(r"\s*v?(\d+\.\d+\.\d+)", output or "")
+    return m.group(1) if m else None
+
+
+def parse_helm(output: str) -> str | None:
+    """``helm version --short``: ``v3.16.3+gcfd0749`` -> ``3.16.3``."""
+    m = re.match(r"\s*v?(\d+\.\d+\.\d+)", output or "")
+    return m.group(1) if m else None
+
+
+def parse_kubectl(output: str) -> str | None:
+    """``kubectl version --client -o json``: ``clientVersion.gitVersion`` (``v1.32.4-eks-...``) -> ``1.32.4``;
+    the plain ``Client Version: v1.32.4`` of older clients too."""
+    try:
+        git_version = json.loads(output)["clientVersion"]["gitVersion"]
+    except (ValueError, KeyError, TypeError):
+        git_version = output or ""
+    m = _SEMVER.search(git_version)
+    return ".".join(m.groups()) if m else None
+
+
+def parse_authenticator(output: str) -> str | None:
+    """``aws-iam-authenticator version``: ``{"Version":"0.5.5","Commit":"85e5..."}`` -> ``0.5.5``."""
+    try:
+        text = str(json.loads(output).get("Version", ""))
+    except (ValueError, AttributeError):
+        text = output or ""
+    m = _SEMVER.search(text)
+    return ".".join(m.groups()) if m else None
+
+
+def tool_version(argv: Sequence[str], parse: Callable[[str], str | None]) -> tuple[str | None, str | None, str]:
+    """(path on PATH or None, the version or None, what the tool said) for ``argv`` (e.g. ``aws --version``).
+
+    stdout and stderr both: AWS CLI v1 on an old Python printed its version on stderr."""
+    path = shutil.which(argv[0])
+    if path is None:
+        return None, None, ""
+    try:
+        proc = subprocess.run([path, *argv[1:]], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return path, None, str(e)
+    said = (proc.stdout or "") + (proc.stderr or "")
+    return path, parse(said), " ".join(said.split())[:120]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The rows
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _unreadable(what: str, path: str, said: str, needed: str, fix: str, required: bool = True) -> Requirement:
+    return Requirement(what, f"{path}: no version in {said!r}", needed, "unknown", fix, required)
+
+
+def authenticator_row() -> tuple[Requirement | None, bool]:
+    """The ``aws-iam-authenticator`` row when one is on PATH (eksctl's kubeconfig then calls it), and whether
+    the kubeconfig will call the AWS CLI instead."""
+    path, version, said = tool_version(["aws-iam-authenticator", "version"], parse_authenticator)
+    if path is None:
+        return None, True
+    what, needed = "aws-iam-authenticator", f">= {AUTHENTICATOR_MIN} (on PATH: eksctl's kubeconfig calls it)"
+    fix = "upgrade it (https://github.com/kubernetes-sigs/aws-iam-authenticator/releases) or remove it from PATH"
+    if version is None:
+        return _unreadable(what, path, said, needed, fix), False
+    ok = version_tuple(version) >= version_tuple(AUTHENTICATOR_MIN)
+    return Requirement(what, version, needed, "ok" if ok else "TOO OLD", "" if ok else fix), False
+
+
+def aws_cli_row(*, token_command: bool = True) -> Requirement:
+    """The AWS CLI: required when the kubeconfig calls ``aws eks get-token`` (no aws-iam-authenticator)."""
+    needed = f">= {AWS_CLI_V2_MIN} (v1: {AWS_CLI_V1_MIN})"
+    what = "AWS CLI (aws)"
+    path, version, said = tool_version(["aws", "--version"], parse_aws_cli)
+    if path is None:
+        return Requirement(what, "not on PATH", needed, "MISSING", AWS_CLI_FIX, token_command)
+    if version is None:
+        return _unreadable(what, path, said, needed, AWS_CLI_FIX, token_command)
+    minimum = AWS_CLI_V1_MIN if version.startswith("1.") else AWS_CLI_V2_MIN
+    ok = version_tuple(version) >= version_tuple(minimum)
+    return Requirement(what, version, needed, "ok" if ok else "TOO OLD", "" if ok else AWS_CLI_FIX, token_command)
+
+
+def eksctl_row() -> Requirement:
+    needed, fix = f">= {EKSCTL_MIN_VERSION}", EKSCTL_FIX.format(min=EKSCTL_MIN_VERSION)
+    path, version, said = tool_version(["eksctl", "version"], parse_eksctl)
+    if path is None:
+        return Requirement("eksctl", "not on PATH", needed, "MISSING", fix)
+    if version is None:
+        return _unreadable("eksctl", path, said, needed, fix)
+    ok = version_tuple(version) >= version_tuple(EKSCTL_MIN_VERSION)
+    return Requirement("eksctl", version, needed, "ok" if ok else "TOO OLD", "" if ok else fix)
+
+
+def helm_row() -> Requirement:
+    needed = f">= {HELM_MIN_MAJOR}.0.0"
+    path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
+    if path is None:
+        return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX, required=False)
+    if version is None:
+        return _unreadable("helm", path, said, needed, HELM_FIX, required=False)
+    ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
+    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX, required=False)
+
+
+def kubectl_row(k8s_version: str) -> Requirement:
+    """kubectl within one minor version of the cluster's Kubernetes (``aws.k8s_version``)."""
+    major, minor = (int(x) for x in k8s_version.split(".")[:2])
+    needed = f"{major}.{minor - 1} to {major}.{minor + 1} (cluster {k8s_version})"
+    fix = KUBECTL_FIX.format(minor=f"{major}.{minor}")
+    path, version, said = tool_version(["kubectl", "version", "--client", "-o", "json"], parse_kubectl)
+    if path is None:
+        return Requirement("kubectl", "not on PATH", needed, "MISSING", fix, required=False)
+    if version is None:
+        return _unreadable("kubectl", path, said, needed, fix, required=False)
+    found = version_tuple(version)
+    ok = found[0] == major and abs(found[1] - minor) <= 1
+    return Requirement("kubectl", version, needed, "ok" if ok else "TOO FAR", "" if ok else fix, required=False)
+
+
+def credentials_row(settings: Settings) -> tuple[Requirement, Any]:
+    """(the row, a boto3 session or None): the account and identity in use, from ``sts:GetCallerIdentity``."""
+    region = settings.aws.region
+    sess = aws_client.session(region)
+    try:
+        ident = aws_client.identity(sess, region)
+    except aws_client.AwsError as e:
+        found, _, fix = str(e).partition(". Fix: ")
+        return Requirement("AWS credentials", found, "an identity (sts)", "FAILED", fix or str(e)), None
+    return Requirement("AWS credentials", f"{ident.account} {ident.arn}", "an identity (sts)", "ok"), sess
+
+
+def _need_by_class(settings: Settings, facts: dict[str, placement.InstanceFacts]) -> dict[str, list[str | int]]:
+    """Quota class -> [vCPUs the node groups need, what needs them]."""
+    a = settings.aws
+    need: dict[str, list[str | int]] = {}
+    for itype, count in ((a.gpu_node_type, a.gpu_node_count), (a.system_node_type, a.system_node_count)):
+        cls = placement.quota_class(itype) or "?"
+        entry = need.setdefault(cls, [0, ""])
+        entry[0] = int(entry[0]) + count * facts[itype].vcpus
+        entry[1] = f"{entry[1]} + " * bool(entry[1]) + f"{count} x {itype}"
+    return need
+
+
+def quota_rows(settings: Settings, sess) -> list[Requirement]:
+    """The On-Demand vCPU quota of each class the node groups use, in ``aws.region``, against their vCPUs."""
+    region = settings.aws.region
+    ec2 = aws_client.client(sess, "ec2", region)
+    sq = aws_client.client(sess, "service-quotas", region)
+    types = sorted({settings.aws.gpu_node_type, settings.aws.system_node_type})
+    try:
+        facts = placement.instance_facts(ec2, types)
+    except aws_client.AwsCallError as e:
+        return [Requirement(f"vCPU quota ({region})", "?", "the node groups' vCPUs", "unknown", str(e))]
+    rows = []
+    for cls, (vcpus, who) in _need_by_class(settings, facts).items():
+        what, needed = f"{cls} vCPU quota ({region})", f"{vcpus} ({who})"
+        code = (placement.QUOTA_CLASSES.get(cls) or {}).get("od")
+        if not code:
+            rows.append(Requirement(what, "no quota class known", needed, "unknown", "check it in the console"))
+            continue
+        limit, source, sig = placement.quota_limit(sq, code)
+        if limit is None:
+            fix = sig.failure.fix() if sig and sig.failure else "check it in the Service Quotas console"
+            rows.append(Requirement(what, f"{source} ({code})", needed, "unknown", fix))
+            continue
+        state = placement.QuotaState(cls, code, limit, source, 0, int(vcpus))
+        fix = state.request_command(region) or ""
+        rows.append(Requirement(what, f"{limit:.0f} ({source}, {code})", needed, "ok" if state.ok else "SHORT", fix))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The table, and the gate of the billable steps
+# --------------------------------------------------------------------------------------------------------------
+
+
+def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
+    """Every row, in the order a learner fixes them: tools, credentials, then (with credentials) the quota."""
+    auth, calls_aws_cli = authenticator_row()
+    rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
+    rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
+    cred, sess = credentials_row(settings)
+    rows.append(cred)
+    if quota and sess is not None:
+        rows += quota_rows(settings, sess)
+    return PreflightResult(target="aws", rows=rows)
+
+
+class PreflightError(aws_client.AwsError):
+    """A billable step refused to start: the preflight failed (the message names each failed row and its fix)."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython (a notebook) shows this line instead of a traceback."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+def require(settings: Settings, before: str) -> PreflightResult:
+    """Run the preflight before ``before`` (a billable step); :class:`PreflightError` when a required row failed
+    (the table is printed first), one line when it passed."""
+    result = preflight(settings)
+    if not result.ok:
+        result.show()
+        raise PreflightError(
+            f"{before} did not start: {result.summary()}. Fix: the fixes printed above, then check again with "
+            f"`raytrain-tutorial check --target aws`"
+        )
+    print(f"preflight before {before}: OK ({', '.join(f'{r.what} {r.found}' for r in result.rows[:2])})")
+    return result
+
+
+__all__ = [
+    "AWS_CLI_V1_MIN",
+    "AWS_CLI_V2_MIN",
+    "PreflightError",
+    "aws_cli_row",
+    "credentials_row",
+    "eksctl_row",
+    "helm_row",
+    "kubectl_row",
+    "parse_authenticator",
+    "parse_aws_cli",
+    "parse_eksctl",
+    "parse_helm",
+    "parse_kubectl",
+    "preflight",
+    "quota_rows",
+    "require",
+    "tool_version",
+    "version_tuple",
+]
