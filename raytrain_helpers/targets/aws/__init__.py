@@ -6,12 +6,12 @@ Exports the names of :mod:`..base` (the Target interface). Credentials come only
 
 from __future__ import annotations
 
+from .capacity_blocks import capacity
 from .eks import cluster, teardown
 from .identity import infra_criteria, raycluster
 from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
-from .placement import capacity
 from .plugins import devices
 
 NAME = "aws"
