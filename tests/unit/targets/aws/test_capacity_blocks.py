@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.targets.aws import capacity_blocks, eks  # noqa: E402
+from tests.fakes.aws import moto_blocks  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
 R = "us-east-2"
@@ -116,10 +117,8 @@ def test_the_plan_says_when_a_block_starts_and_ends():
     assert note.startswith(f"capacity reservation {CR} is a Capacity Block for ML (scheduled): it starts ")
     assert "starts 2026-12-10 11:30 UTC, ends 2026-12-11 11:30 UTC; the GPU nodes run only inside this window" in note
     (note,) = capacity_blocks.reservation_notes(block(rtype="default") | {"EndDate": None})
-    assert (
-        note
-        == f"capacity reservation {CR} is an On-Demand Capacity Reservation (starts 2026-12-10 11:30 UTC, ends no end date)"
-    )
+    odcr = f"capacity reservation {CR} is an On-Demand Capacity Reservation"
+    assert note == f"{odcr} (starts 2026-12-10 11:30 UTC, ends no end date)"
     assert capacity_blocks.reservation_notes(None) == []
 
 
@@ -155,3 +154,16 @@ def test_a_scheduled_block_or_a_wrong_type_stops_up_with_the_fix(ec2, tmp_path):
         "describe_capacity_reservations", {"CapacityReservations": [block()]}, {"CapacityReservationIds": [CR]}
     )
     assert eks.validate_reservation(ctx_for(tmp_path, client), "us-east-2b")["ReservationType"] == "capacity-block"
+
+
+def test_step_01_lists_block_offerings_beside_the_probe_and_spot(mocked_aws, tmp_path, monkeypatch, capsys):
+    """The whole step on moto (+ tests/fakes/aws: quotas, Spot scores, reservations, block offerings)."""
+    seeded = offering("us-west-2b", START, "480.0") | {"InstanceType": "g6.12xlarge"}
+    monkeypatch.setitem(moto_blocks.OFFERINGS, "us-west-2", [seeded])
+    rep = capacity_blocks.capacity(make_settings(tmp_path), regions=["us-west-2"])
+    assert rep.ok, rep.problems
+    assert rep.blocks.rows() == [("us-west-2b", "2026-12-10 11:30 UTC", "2026-12-11 11:30 UTC", "24", "480.00 USD")]
+    assert rep.as_dict()["capacity_blocks"]["rows"] == [list(rep.blocks.rows()[0])]
+    rep.show()
+    out = capsys.readouterr().out
+    assert out.index("AZs offering g6.12xlarge x 2") < out.index("Capacity Blocks for ML on offer, 2 x g6.12xlarge")
