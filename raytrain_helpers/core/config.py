@@ -192,8 +192,8 @@ class AwsSettings(_Group):
     capacity_reservation_id: str = ""
     """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
     capacity_reservation_type: Literal["", "default", "capacity-block"] = ""
-    """Type of `capacity_reservation_id`: `capacity-block` (a Capacity Block for ML), `default` (an On-Demand
-    Capacity Reservation), or empty = read from EC2 (set it to render and plan without credentials)."""
+    """Type of `capacity_reservation_id`: `capacity-block` (a Capacity Block for ML), `default` (an ordinary
+    capacity reservation, ODCR), or empty = read from EC2 (set it to render and plan without credentials)."""
     storage_bucket: str = ""
     """S3 bucket of the run's checkpoints (3-63 lower-case letters, digits, '-' and '.'); empty = the bucket of
     `train.storage_path` when it is `s3://...`, else `<cluster_name>-<account>-<region>`. Step 02 creates it

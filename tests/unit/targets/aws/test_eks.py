@@ -321,7 +321,22 @@ def test_valid_capacity_reservation_is_targeted(srv, tmp_path):
     assert res.ok and srv.eksctl_calls() == []
     g = yaml.safe_load(res.configs[aws_cluster.GPU_CFG])["managedNodeGroups"][0]
     assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
+    assert "instanceMarketOptions" not in g  # an On-Demand reservation, as EC2 reports it
     assert "in capacity reservation " + rid in res.actions[1]
+    assert any(n.startswith(f"capacity reservation {rid} is an On-Demand Capacity Reservation") for n in res.notes)
+    # told it is a Capacity Block, the plan refuses: EC2 says otherwise
+    with pytest.raises(ConfigError, match="EC2 reports its type as 'default', aws.capacity_reservation_type says"):
+        aws_target.cluster(
+            placed(tmp_path, capacity_reservation_id=rid, capacity_reservation_type="capacity-block"), "plan"
+        )
+
+
+def test_plan_warns_when_the_version_costs_extended_support(srv, tmp_path, capsys):
+    res = aws_target.cluster(placed(tmp_path, k8s_version="1.34"), "plan")  # extended support from 2026-12-02
+    assert res.ok and srv.eksctl_calls() == []
+    res.show()
+    out = capsys.readouterr().out
+    assert "note: WARNING: aws.k8s_version = '1.34'" in out and "-p k8s_version" in out
 
 
 def test_placement_in_another_region_is_refused(srv, tmp_path):
