@@ -8,10 +8,12 @@ override any entry with ``prices={...}`` (a dict or a YAML/JSON file, CLI ``--pr
 "eks_control_plane": 0.10, "nat_gateway": 0.045}``.
 
 The EKS control plane costs $0.10 per cluster-hour while its Kubernetes version is in standard support and $0.60
-in extended support (https://aws.amazon.com/eks/pricing/ and the EKS user guide, "Kubernetes versions"; checked
-2026-12-04): the tier comes from the dated calendar in :mod:`raytrain_helpers.core.eks_versions`, on the day
-passed as ``today`` (UTC today by default), and the estimate carries a warning when the version is in extended
-support or within 30 days of it.
+in extended support, a total, not a surcharge (AWS Containers blog, "Amazon EKS extended support for Kubernetes
+versions pricing":
+https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/
+and https://aws.amazon.com/eks/pricing/; checked 2026-12-04). The tier comes from the dated calendar in
+:mod:`raytrain_helpers.core.eks_versions` on the day passed as ``today`` (UTC today by default), and the estimate
+carries a warning when the version is in extended support or within 30 days of it.
 """
 
 from __future__ import annotations
