@@ -331,6 +331,23 @@ def test_valid_capacity_reservation_is_targeted(srv, tmp_path):
         )
 
 
+def test_a_capacity_block_read_from_ec2_renders_its_market_type_and_window(srv, tmp_path):
+    import datetime as dt
+
+    rid = _reservation()
+    start = dt.datetime(2026, 12, 1, 11, 30, tzinfo=dt.timezone.utc)
+    with moto_ext.FAKE.lock:  # what EC2 shows of a purchased block (PurchaseCapacityBlock is not in moto)
+        moto_ext.FAKE.reservations[R][rid].update(
+            ReservationType="capacity-block", StartDate=start, EndDate=start + dt.timedelta(days=7)
+        )
+    res = aws_target.cluster(placed(tmp_path, capacity_reservation_id=rid), "plan")
+    assert res.ok, res.problems
+    g = yaml.safe_load(res.configs[aws_cluster.GPU_CFG])["managedNodeGroups"][0]
+    assert g["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
+    assert any("starts 2026-12-01 11:30 UTC, ends 2026-12-08 11:30 UTC" in n for n in res.notes), res.notes
+
+
 def test_plan_warns_when_the_version_costs_extended_support(srv, tmp_path, capsys):
     res = aws_target.cluster(placed(tmp_path, k8s_version="1.34"), "plan")  # extended support from 2026-12-02
     assert res.ok and srv.eksctl_calls() == []
