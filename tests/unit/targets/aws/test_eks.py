@@ -346,6 +346,11 @@ def test_a_capacity_block_read_from_ec2_renders_its_market_type_and_window(srv, 
     assert g["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
     assert any("starts 2026-12-01 11:30 UTC, ends 2026-12-08 11:30 UTC" in n for n in res.notes), res.notes
+    # up: eksctl (the fake applies eksctl's rules for the market type) makes a node group of the block
+    res = aws_target.cluster(placed(tmp_path, capacity_reservation_id=rid), "up", assume_yes=True)
+    assert res.ok, res.problems
+    tags = eks().describe_nodegroup(clusterName=NAME, nodegroupName="gpu-efa")["nodegroup"]["tags"]
+    assert tags["fake-eksctl/capacity-type"] == "CAPACITY_BLOCK" and tags["fake-eksctl/capacity-reservation"] == rid
 
 
 def test_plan_warns_when_the_version_costs_extended_support(srv, tmp_path, capsys):
