@@ -109,6 +109,7 @@ ENV_SH_NAMES: dict[str, str] = {
     "GPU_NODEGROUP_NAME": "gpu_nodegroup_name",
     "GPU_AZ": "gpu_az",
     "CAPACITY_RESERVATION_ID": "capacity_reservation_id",
+    "CAPACITY_RESERVATION_TYPE": "capacity_reservation_type",
     "DLC_IMAGE": "dlc_image",
     "KUBERAY_VERSION": "kuberay_version",
     "RAY_VERSION": "ray_version",
@@ -167,8 +168,9 @@ class AwsSettings(_Group):
     """EKS cluster name: starts with a letter, then letters, digits and '-', at most 100 characters."""
     region: str = "us-west-2"
     """AWS region of the cluster, e.g. `us-west-2`."""
-    k8s_version: str = "1.33"
-    """Kubernetes minor version of the EKS cluster, e.g. `1.33` (quote it in YAML)."""
+    k8s_version: str = "1.35"
+    """Kubernetes minor version of the EKS cluster, e.g. `1.35` (quote it in YAML); `plan` warns when it is in
+    (or within 30 days of) EKS extended support, which costs $0.60/h instead of $0.10/h."""
     node_ami_family: str = "AmazonLinux2023"
     """AMI family of every node group (eksctl's `amiFamily`)."""
     system_node_type: str = "m7i.xlarge"
@@ -189,6 +191,9 @@ class AwsSettings(_Group):
     recommends."""
     capacity_reservation_id: str = ""
     """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
+    capacity_reservation_type: Literal["", "default", "capacity-block"] = ""
+    """Type of `capacity_reservation_id`: `capacity-block` (a Capacity Block for ML), `default` (an ordinary
+    capacity reservation, ODCR), or empty = read from EC2 (set it to render and plan without credentials)."""
     storage_bucket: str = ""
     """S3 bucket of the run's checkpoints (3-63 lower-case letters, digits, '-' and '.'); empty = the bucket of
     `train.storage_path` when it is `s3://...`, else `<cluster_name>-<account>-<region>`. Step 02 creates it
@@ -263,6 +268,11 @@ class AwsSettings(_Group):
                 f"gpus_per_node = {self.gpus_per_node} but {self.gpu_node_type} has {known['gpus']} GPUs. "
                 f"Fix: set gpus_per_node: {known['gpus']}"
                 + (f", or choose a type with {self.gpus_per_node} GPUs ({', '.join(same)})" if same else "")
+            )
+        if self.capacity_reservation_type and not self.capacity_reservation_id:
+            raise ValueError(
+                f"capacity_reservation_type {self.capacity_reservation_type!r} is set without a "
+                f"capacity_reservation_id. Fix: set capacity_reservation_id: cr-..., or leave the type empty"
             )
         if self.gpu_az and not self.gpu_az.startswith(self.region):
             raise ValueError(

@@ -26,7 +26,17 @@ DASHBOARD_PORT = 8265
 
 GIB = 1024**3
 
-#: The oldest eksctl the aws path accepts: Capacity Blocks for ML (``instanceMarketOptions.marketType:
-#: capacity-block`` in a node group) arrived in eksctl 0.205.0 (eksctl-io/eksctl commit 854da876d, PR #8207, first
-#: in tag 0.205.0; checked 2026-12-04).
-EKSCTL_MIN_VERSION = "0.205.0"
+#: eksctl releases the aws path relies on, and what each brought (eksctl-io/eksctl at tag v0.230.0, commit
+#: 99984adb, checked 2026-12-04: `git tag --contains` of each change).
+EKSCTL_RELEASES: dict[str, str] = {
+    # pkg/eks/versions_manager.go (PR #8144): the versions eksctl accepts come from EKS DescribeClusterVersions,
+    # no longer a list compiled in, so it creates any version the region offers (`eksctl utils
+    # describe-cluster-versions`), 1.35 and 1.36 included; eksctl v0.230.0 still defaults to 1.34 when a config
+    # names none (types.go DefaultVersion), ours always names aws.k8s_version.
+    "0.202.0": "Kubernetes versions read from EKS (any version the region offers)",
+    # pkg/apis/eksctl.io/v1alpha5/validation.go and pkg/cfn/builder/managed_nodegroup.go (PR #8207):
+    # instanceMarketOptions.marketType "capacity-block" -> the managed node group's capacity type CAPACITY_BLOCK.
+    "0.205.0": "Capacity Blocks for ML (instanceMarketOptions.marketType: capacity-block)",
+}
+#: The oldest eksctl the aws path works with: the newest release in EKSCTL_RELEASES.
+EKSCTL_MIN_VERSION = max(EKSCTL_RELEASES, key=lambda v: tuple(int(p) for p in v.split(".")))

@@ -6,17 +6,27 @@ Prices change (P4d/P5 were cut in June 2025): check https://aws.amazon.com/ec2/p
 override any entry with ``prices={...}`` (a dict or a YAML/JSON file, CLI ``--prices FILE``) shaped like
 ``DEFAULTS``: ``{"instances": {"g6.12xlarge": 4.6016}, "regions": {"eu-west-1": {"g6.12xlarge": 5.1}},
 "eks_control_plane": 0.10, "nat_gateway": 0.045}``.
+
+The EKS control plane costs $0.10 per cluster-hour while its Kubernetes version is in standard support and $0.60
+in extended support, a total, not a surcharge (AWS Containers blog, "Amazon EKS extended support for Kubernetes
+versions pricing":
+https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/
+and https://aws.amazon.com/eks/pricing/; checked 2026-12-04). The tier comes from the dated calendar in
+:mod:`raytrain_helpers.core.eks_versions` on the day passed as ``today`` (UTC today by default), and the estimate
+carries a warning when the version is in extended support or within 30 days of it.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import eks_versions
 from ..core.config import ConfigError, Settings
 
 AS_OF = "2025-07"
@@ -47,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     # per-region overrides: {"eu-west-1": {"g6.12xlarge": 5.1}}
     "regions": {},
     "eks_control_plane": 0.10,  # per cluster-hour, standard support
+    "eks_extended_support": 0.60,  # per cluster-hour, in extended support (instead of the above)
     "nat_gateway": 0.045,  # per gateway-hour, plus $0.045 per GB processed (not counted)
 }
 
@@ -85,7 +96,7 @@ def load(prices: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]
                 table["regions"].setdefault(region, {}).update(
                     {k: _num(v, f"{source} regions.{region}.{k}") for k, v in entries.items()}
                 )
-        elif key in ("eks_control_plane", "nat_gateway"):
+        elif key in ("eks_control_plane", "eks_extended_support", "nat_gateway"):
             table[key] = _num(value, f"{source} {key}")
         else:
             table[key] = value
@@ -124,6 +135,10 @@ class CostEstimate:
     complete: bool = True
     notes: list[str] = field(default_factory=list)
     as_of: str = AS_OF
+    #: What the plan must show (the Kubernetes version's support tier and its price).
+    warnings: list[str] = field(default_factory=list)
+    #: The Kubernetes version's EKS support, e.g. "Kubernetes 1.35: standard support until 2027-03-27".
+    support: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(
@@ -133,11 +148,20 @@ class CostEstimate:
             complete=self.complete,
             notes=list(self.notes),
             as_of=self.as_of,
+            warnings=list(self.warnings),
+            support=self.support,
         )
 
 
-def estimate(settings: Settings, region: str, prices: Mapping[str, Any] | str | Path | None = None) -> CostEstimate:
-    """Hourly cost of the whole stack: GPU nodes, system node(s), EKS control plane, one NAT gateway."""
+def estimate(
+    settings: Settings,
+    region: str,
+    prices: Mapping[str, Any] | str | Path | None = None,
+    *,
+    today: dt.date | None = None,
+) -> CostEstimate:
+    """Hourly cost of the whole stack: GPU nodes, system node(s), EKS control plane (standard or extended
+    support of ``aws.k8s_version`` on ``today``, UTC today by default), one NAT gateway."""
     table = load(prices)
     a = settings.aws
     est = CostEstimate(region=region, as_of=str(table.get("as_of", AS_OF)))
@@ -156,7 +180,8 @@ def estimate(settings: Settings, region: str, prices: Mapping[str, Any] | str | 
         est.total_per_hour += price * qty
         if "dearer" in note and note not in est.notes:
             est.notes.append(note)
-    for label, key in (("EKS control plane", "eks_control_plane"), ("NAT gateway (single)", "nat_gateway")):
+    plane = _control_plane(est, table, a.k8s_version, today or dt.datetime.now(dt.timezone.utc).date())
+    for label, key in (plane, ("NAT gateway (single)", "nat_gateway")):
         price = float(table[key])
         est.rows.append((label, "1", f"{price:.4f}", f"{price:.2f}"))
         est.total_per_hour += price
@@ -164,6 +189,24 @@ def estimate(settings: Settings, region: str, prices: Mapping[str, Any] | str | 
     if table.get("overridden"):
         est.notes.append("prices partly overridden by the caller")
     return est
+
+
+def _control_plane(est: CostEstimate, table: Mapping[str, Any], version: str, today: dt.date) -> tuple[str, str]:
+    """The control plane row's label and price key; records the version's support and any warning in ``est``."""
+    s = eks_versions.support(version, today)
+    est.support = s.describe()
+    warning = eks_versions.warning(
+        version,
+        today,
+        standard_usd=float(table["eks_control_plane"]),
+        extended_usd=float(table["eks_extended_support"]),
+    )
+    if warning:
+        est.warnings.append(warning)
+        est.notes.append(f"WARNING: {warning}")
+    if s.tier == eks_versions.EXTENDED:
+        return f"EKS control plane ({version}, extended support)", "eks_extended_support"
+    return "EKS control plane", "eks_control_plane"
 
 
 def to_json(est: CostEstimate) -> str:

@@ -18,6 +18,8 @@ from ..core.config import Settings
 from . import render
 
 SYSTEM_NODEGROUP = "system"
+#: EC2's ``ReservationType`` of a Capacity Block for ML (botocore's ec2 model: ``default`` | ``capacity-block``).
+CAPACITY_BLOCK = "capacity-block"
 #: The state of a resource that does not exist (EKS answers ResourceNotFoundException).
 NOT_FOUND = "NOT_FOUND"
 #: Node group states that need a person (or `down`) before anything else happens.
@@ -49,14 +51,24 @@ def render_cluster_config(settings: Settings, *, azs: list[str], gpu_az: str | N
     )
 
 
-def render_gpu_nodegroup_config(settings: Settings, *, gpu_az: str, subnet_ids: list[str]) -> str:
-    """The EFA GPU node group of ``eksctl create nodegroup``, pinned to ``subnet_ids`` (one AZ)."""
+def render_gpu_nodegroup_config(
+    settings: Settings, *, gpu_az: str, subnet_ids: list[str], reservation_type: str = ""
+) -> str:
+    """The EFA GPU node group of ``eksctl create nodegroup``, pinned to ``subnet_ids`` (one AZ).
+
+    ``reservation_type``: the ``ReservationType`` EC2 reports for ``aws.capacity_reservation_id`` (``default`` or
+    ``capacity-block``); ``aws.capacity_reservation_type`` wins when set. A Capacity Block adds
+    ``instanceMarketOptions.marketType: capacity-block`` (eksctl's schema and validation, v0.230.0: accepted only
+    beside ``capacityReservation``)."""
+    kind = settings.aws.capacity_reservation_type or reservation_type
     return render.render_template(
         "eksctl-gpu-nodegroup.yaml.j2",
         settings,
         gpu_az=gpu_az,
         subnet_ids=subnet_ids,
         capacity_reservation_id=settings.aws.capacity_reservation_id,
+        reservation_type=kind,
+        capacity_block=kind == CAPACITY_BLOCK,
     )
 
 
@@ -224,6 +236,7 @@ def _create_gpu_description(settings: Settings, gpu_az: str, gpu_file: Path) -> 
         f"create GPU node group '{a.gpu_nodegroup_name}' ({a.gpu_node_count} x {a.gpu_node_type}, EFA) in "
         f"{gpu_az} - about 5-10 min: eksctl create nodegroup -f {gpu_file} --install-nvidia-plugin=false"
         + (f", in capacity reservation {a.capacity_reservation_id}" if a.capacity_reservation_id else "")
+        + (" (a Capacity Block)" if a.capacity_reservation_type == CAPACITY_BLOCK else "")
     )
 
 

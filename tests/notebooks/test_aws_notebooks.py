@@ -152,6 +152,7 @@ def test_01_capacity_ranks_azs_and_recommends_a_placement(aws, work):
     assert "| 1  | us-west-2      | us-west-2a (usw2-az2)" in text  # the ranked table, best first
     assert "placement: us-west-2 / us-west-2a (usw2-az2) [ranked]" in text
     assert "capacity: OK" in text and "FSDP memory plan" in text
+    assert "Capacity Blocks for ML (2 x g6.12xlarge for 24 h in us-west-2): none offered now" in text
     assert (work / "runs" / RUN / "placement.json").is_file()
 
 

@@ -55,7 +55,7 @@ from ...plan.eksctl import (
     render_gpu_nodegroup_config,
 )
 from ...plan.raycluster import OPERATOR_NAMESPACE
-from . import common, kuberay, plugins, storage
+from . import capacity_blocks, common, kuberay, plugins, storage
 from .placement import cancel_probe_reservations, probe_reservations
 
 ACTIONS = ("plan", "up", "status", "down")
@@ -77,6 +77,7 @@ class AwsClusterResult:
     gpu_az: str | None = None
     gpu_az_source: str | None = None
     gpu_subnets: list[str] = field(default_factory=list)
+    reservation_type: str = ""  # EC2's ReservationType of aws.capacity_reservation_id ("" without one)
     configs: dict[str, str] = field(default_factory=dict)  # name -> rendered eksctl config
     config_files: dict[str, str] = field(default_factory=dict)
     actions: list[str] = field(default_factory=list)  # planned (plan) or done (up/down)
@@ -265,7 +266,7 @@ def validate_reservation(ctx: AwsContext, az: str) -> dict[str, Any] | None:
         raise
     if not crs:
         raise ConfigError(f"capacity reservation {rid} not found in {ctx.region}. Fix: leave it empty or fix the id")
-    problems = reservation_problems(crs[0], ctx.settings, az)
+    problems = reservation_problems(crs[0], ctx.settings, az) + capacity_blocks.type_problems(crs[0], ctx.settings)
     if problems:
         raise ConfigError(
             f"aws.capacity_reservation_id (CAPACITY_RESERVATION_ID) = {rid}: "
@@ -510,6 +511,7 @@ def _plan_or_up(ctx: AwsContext, res: AwsClusterResult, *, execute: bool, assume
         gpu_az=res.gpu_az,
     )
     res.configs[CLUSTER_CFG] = inputs.cluster_text
+    res.notes += [f"WARNING: {w}" for w in cost.estimate(s, ctx.region).warnings]  # the version's support tier
     decision = decide_actions(s, observed, azs=azs, cluster_file=inputs.cluster_file, gpu_file=inputs.gpu_file)
     _take_decision(ctx, res, decision)
     storage.plan_into(res, s, ctx.sess, ctx.ident, c)  # the checkpoint bucket and the pods' role: read, not made
@@ -565,7 +567,9 @@ def _gpu_placement(ctx: AwsContext, res: AwsClusterResult, *, execute: bool) -> 
             f"another AZ (step 01 never recommends it; check gpu_az)"
         )
     if gpu_az:
-        validate_reservation(ctx, gpu_az)
+        cr = validate_reservation(ctx, gpu_az)
+        res.reservation_type = (cr.get("ReservationType") or "default") if cr else ""
+        res.notes += capacity_blocks.reservation_notes(cr)
     return offering, zones
 
 
@@ -602,7 +606,10 @@ def _take_decision(ctx: AwsContext, res: AwsClusterResult, decision: Decision) -
     res.gpu_subnets = decision.gpu_subnets
     if decision.gpu_config_subnets is not None:
         res.configs[GPU_CFG] = render_gpu_nodegroup_config(
-            ctx.settings, gpu_az=res.gpu_az, subnet_ids=decision.gpu_config_subnets
+            ctx.settings,
+            gpu_az=res.gpu_az,
+            subnet_ids=decision.gpu_config_subnets,
+            reservation_type=res.reservation_type,
         )
     res.actions = decision.descriptions
 
@@ -700,7 +707,9 @@ def _create_gpu_nodegroup(ctx: AwsContext, res: AwsClusterResult, inputs: UpInpu
         )
         return False
     res.gpu_subnets = subnets
-    text = render_gpu_nodegroup_config(ctx.settings, gpu_az=inputs.gpu_az, subnet_ids=subnets)
+    text = render_gpu_nodegroup_config(
+        ctx.settings, gpu_az=inputs.gpu_az, subnet_ids=subnets, reservation_type=res.reservation_type
+    )
     res.configs[GPU_CFG] = text
     _write(inputs.gpu_file, text, res, GPU_CFG)
     r = ctx.eksctl(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.config import Settings
-from . import eks, placement
+from . import capacity_blocks, eks
 from .preflight import require
 
 
@@ -32,11 +32,14 @@ def capacity(
     regions: Sequence[str] | str | None = None,
     prices: Any = None,
     save: bool = True,
-) -> placement.CapacityReport:
-    """:func:`.placement.capacity`; with ``probe`` (a billable reservation) only after the preflight passed."""
+) -> capacity_blocks.CapacityWithBlocks:
+    """:func:`.capacity_blocks.capacity` (01's report with the Capacity Block offerings); with ``probe`` (a
+    billable reservation) only after the preflight passed."""
     if probe:
         require(settings, "the capacity probe (it creates, then cancels, a billable capacity reservation)")
-    return placement.capacity(settings, probe=probe, assume_yes=assume_yes, regions=regions, prices=prices, save=save)
+    return capacity_blocks.capacity(
+        settings, probe=probe, assume_yes=assume_yes, regions=regions, prices=prices, save=save
+    )
 
 
 __all__ = ["capacity", "cluster"]

@@ -584,6 +584,8 @@ def _run_probes(sess, settings: Settings, report: CapacityReport, ident: Identit
         + [
             f"billed at the On-Demand rate while it exists (seconds here{billed})",
             f"cancelled on every exit path and verified by listing; leftovers carry the tag {common.PROBE_TAG_KEY}",
+            "it reserves outside the cluster placement group: it proves the AZ has the instances, not that they fit "
+            "in the one placement group the EFA node group launches into",
         ],
     )
     for region in sorted({r.region for r in cands}):

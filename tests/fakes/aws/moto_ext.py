@@ -37,6 +37,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import moto_blocks
+
 ACCOUNT = "123456789012"  # moto's default account
 
 QUOTA_NAMES = {
@@ -545,6 +547,7 @@ def install() -> None:
     EC2Response.create_capacity_reservation = _create_capacity_reservation
     EC2Response.describe_capacity_reservations = _describe_capacity_reservations
     EC2Response.cancel_capacity_reservation = _cancel_capacity_reservation
+    moto_blocks.install()
     ServiceQuotasResponse.get_service_quota = _wrap_get_service_quota(ServiceQuotasResponse.get_service_quota)
     ServiceQuotasResponse.get_aws_default_service_quota = _get_aws_default_service_quota
     AutoScalingResponse.describe_scaling_activities = _wrap_describe_scaling_activities(

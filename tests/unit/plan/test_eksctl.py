@@ -68,7 +68,7 @@ def test_not_found_creates_the_cluster_then_the_gpu_nodegroup(settings):
     assert kinds(d) == [eksctl.CREATE_CLUSTER, eksctl.CREATE_GPU_NG]
     assert d.problems == [] and d.diagnose == []
     create = d.actions[0].description
-    assert create.startswith("create EKS cluster raytrain-tutorial 1.33 in us-west-2 (AZs us-west-2b, us-west-2a, ")
+    assert create.startswith("create EKS cluster raytrain-tutorial 1.35 in us-west-2 (AZs us-west-2b, us-west-2a, ")
     assert "node group 'system' (1 x m7i.xlarge)" in create and f"eksctl create cluster -f {CLUSTER_FILE}" in create
     gpu = d.actions[1].description
     assert gpu.startswith("create GPU node group 'gpu-efa' (2 x g6.12xlarge, EFA) in us-west-2b")
@@ -214,3 +214,79 @@ def test_rendered_configs(settings):
     g = yaml.safe_load(eksctl.render_gpu_nodegroup_config(settings, gpu_az="us-west-2b", subnet_ids=["subnet-b1"]))
     (ng,) = g["managedNodeGroups"]
     assert ng["subnets"] == ["subnet-b1"] and ng["efaEnabled"] is True and "capacityReservation" not in ng
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The rendered configs against eksctl's own schema (<repo>/../shared/eksctl-schema/v0.230.0/schema.json, what
+# `eksctl utils schema` prints; draft-07, additionalProperties false on every eksctl type)
+# --------------------------------------------------------------------------------------------------------------
+
+EKSCTL_SCHEMA = Path(__file__).resolve().parents[3].parent / "shared" / "eksctl-schema" / "v0.230.0" / "schema.json"
+CR = "cr-0123456789abcdef0"
+
+
+def eksctl_errors(text):
+    import json
+
+    import jsonschema
+
+    if not EKSCTL_SCHEMA.is_file():
+        pytest.skip(f"eksctl schema not found at {EKSCTL_SCHEMA}")
+    validator = jsonschema.Draft7Validator(json.loads(EKSCTL_SCHEMA.read_text()))
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(yaml.safe_load(text))]
+
+
+def gpu_config(tmp_path, reservation_type="", **params):
+    s = make_settings(tmp_path, **params)
+    text = eksctl.render_gpu_nodegroup_config(
+        s, gpu_az="us-west-2b", subnet_ids=["subnet-b1"], reservation_type=reservation_type
+    )
+    return text, yaml.safe_load(text)["managedNodeGroups"][0]
+
+
+def test_cluster_config_is_valid_for_eksctl(settings):
+    text = eksctl.render_cluster_config(settings, azs=AZS, gpu_az="us-west-2b")
+    assert eksctl_errors(text) == []
+    assert yaml.safe_load(text)["metadata"]["version"] == settings.aws.k8s_version == "1.35"
+
+
+@pytest.mark.parametrize(
+    "params, from_ec2, market",
+    [
+        ({}, "", None),  # no reservation
+        (dict(capacity_reservation_id=CR), "default", None),  # an ODCR, type read from EC2
+        (dict(capacity_reservation_id=CR), "", None),  # offline, type unknown: rendered as an ODCR, and says so
+        (dict(capacity_reservation_id=CR, capacity_reservation_type="default"), "", None),
+        (dict(capacity_reservation_id=CR), "capacity-block", "capacity-block"),  # a Capacity Block read from EC2
+        (dict(capacity_reservation_id=CR, capacity_reservation_type="capacity-block"), "", "capacity-block"),
+    ],
+)
+def test_gpu_nodegroup_config_is_valid_for_eksctl(tmp_path, params, from_ec2, market):
+    text, ng = gpu_config(tmp_path, from_ec2, **params)
+    assert eksctl_errors(text) == []
+    assert ng.get("instanceMarketOptions") == (None if market is None else {"marketType": market})
+    if params:
+        assert ng["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": CR}}
+    else:
+        assert "capacityReservation" not in ng
+    # eksctl's ValidateNodeGroup (v0.230.0 validation.go): instanceMarketOptions only beside capacityReservation,
+    # and the node group of a block has exactly one instance type (managed_nodegroup.go)
+    assert "instanceMarketOptions" not in ng or ("capacityReservation" in ng and "instanceTypes" not in ng)
+    assert ("set aws.capacity_reservation_type" in text) == (bool(params) and not from_ec2 and len(params) == 1)
+
+
+def test_capacity_block_setting_wins_and_is_in_the_plan(tmp_path):
+    _, ng = gpu_config(tmp_path, "default", capacity_reservation_id=CR, capacity_reservation_type="capacity-block")
+    assert ng["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    s = make_settings(tmp_path, capacity_reservation_id=CR, capacity_reservation_type="capacity-block")
+    d = decide(s, "ACTIVE", [system()])
+    assert d.actions[0].description.endswith(f", in capacity reservation {CR} (a Capacity Block)")
+
+
+def test_a_reservation_type_without_a_reservation_is_refused(tmp_path):
+    from raytrain_helpers.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="capacity_reservation_type 'capacity-block' is set without a capacity_res"):
+        make_settings(tmp_path, capacity_reservation_type="capacity-block")
+    with pytest.raises(ConfigError, match="capacity_reservation_type"):
+        make_settings(tmp_path, capacity_reservation_id=CR, capacity_reservation_type="block")

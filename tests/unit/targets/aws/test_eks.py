@@ -86,7 +86,7 @@ def test_plan_renders_configs_and_creates_nothing(srv, tmp_path, capsys):
     ]
     c = yaml.safe_load(res.configs[aws_cluster.CLUSTER_CFG])
     assert c["apiVersion"] == "eksctl.io/v1alpha5" and c["kind"] == "ClusterConfig"
-    assert c["metadata"] == {"name": NAME, "region": R, "version": "1.33", "tags": {"raytrain-tutorial": "tutorial"}}
+    assert c["metadata"] == {"name": NAME, "region": R, "version": "1.35", "tags": {"raytrain-tutorial": "tutorial"}}
     assert c["availabilityZones"][0] == "us-west-2b" and len(c["availabilityZones"]) == 3
     offering = common.offering_azs(ec2(), "g6.12xlarge")
     assert set(c["availabilityZones"]) <= set(offering)
@@ -325,7 +325,44 @@ def test_valid_capacity_reservation_is_targeted(srv, tmp_path):
     assert res.ok and srv.eksctl_calls() == []
     g = yaml.safe_load(res.configs[aws_cluster.GPU_CFG])["managedNodeGroups"][0]
     assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
+    assert "instanceMarketOptions" not in g  # an On-Demand reservation, as EC2 reports it
     assert "in capacity reservation " + rid in res.actions[1]
+    assert any(n.startswith(f"capacity reservation {rid} is an On-Demand Capacity Reservation") for n in res.notes)
+    # told it is a Capacity Block, the plan refuses: EC2 says otherwise
+    with pytest.raises(ConfigError, match="EC2 reports its type as 'default', aws.capacity_reservation_type says"):
+        aws_target.cluster(
+            placed(tmp_path, capacity_reservation_id=rid, capacity_reservation_type="capacity-block"), "plan"
+        )
+
+
+def test_a_capacity_block_read_from_ec2_renders_its_market_type_and_window(srv, tmp_path):
+    import datetime as dt
+
+    rid = _reservation()
+    start = dt.datetime(2026, 12, 1, 11, 30, tzinfo=dt.timezone.utc)
+    with moto_ext.FAKE.lock:  # what EC2 shows of a purchased block (PurchaseCapacityBlock is not in moto)
+        moto_ext.FAKE.reservations[R][rid].update(
+            ReservationType="capacity-block", StartDate=start, EndDate=start + dt.timedelta(days=7)
+        )
+    res = aws_target.cluster(placed(tmp_path, capacity_reservation_id=rid), "plan")
+    assert res.ok, res.problems
+    g = yaml.safe_load(res.configs[aws_cluster.GPU_CFG])["managedNodeGroups"][0]
+    assert g["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
+    assert any("starts 2026-12-01 11:30 UTC, ends 2026-12-08 11:30 UTC" in n for n in res.notes), res.notes
+    # up: eksctl (the fake applies eksctl's rules for the market type) makes a node group of the block
+    res = aws_target.cluster(placed(tmp_path, capacity_reservation_id=rid), "up", assume_yes=True)
+    assert res.ok, res.problems
+    tags = eks().describe_nodegroup(clusterName=NAME, nodegroupName="gpu-efa")["nodegroup"]["tags"]
+    assert tags["fake-eksctl/capacity-type"] == "CAPACITY_BLOCK" and tags["fake-eksctl/capacity-reservation"] == rid
+
+
+def test_plan_warns_when_the_version_costs_extended_support(srv, tmp_path, capsys):
+    res = aws_target.cluster(placed(tmp_path, k8s_version="1.34"), "plan")  # extended support from 2026-12-02
+    assert res.ok and srv.eksctl_calls() == []
+    res.show()
+    out = capsys.readouterr().out
+    assert "note: WARNING: aws.k8s_version = '1.34'" in out and "-p k8s_version" in out
 
 
 def test_placement_in_another_region_is_refused(srv, tmp_path):
