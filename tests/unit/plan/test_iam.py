@@ -51,7 +51,7 @@ def test_storage_path_names_bucket_and_prefix():
     "params,match",
     [
         (dict(storage_path="/mnt/x"), "train.storage_path = '/mnt/x' is not reachable from the worker pods"),
-        (dict(storage_path="s3://Bad_Bucket/x"), "not a valid S3 bucket name"),
+        (dict(storage_path="s3://Bad_Bucket/x"), "is not a bucket name S3 accepts"),
         (dict(storage_path="s3://ok-bucket/a*"), "may not hold wildcards"),
         (
             dict(storage_path="s3://one-b/x", storage_bucket="two-b"),
