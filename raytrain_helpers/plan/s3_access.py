@@ -29,6 +29,7 @@ The IAM action, resource and condition keys of each S3 operation (:func:`authori
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: The bucket of arrow's backend probe (a HeadBucket whose failure is expected and harmless).
@@ -192,8 +193,49 @@ def shape(req: S3Request, bucket: str, prefix: str) -> tuple[str, str, str, int]
     return req.method, rel(req.key), query, req.status
 
 
+#: pyarrow's S3 errors name the AWS SDK's error kind and the S3 operation, e.g. "When testing for existence of
+#: bucket 'b': AWS Error ACCESS_DENIED during HeadBucket operation: No response body." - with " (HTTP status N)"
+#: after an UNKNOWN kind (arrow cpp/src/arrow/filesystem/s3_internal.h, ErrorToStatus, commit 515410b).
+_AWS_ERROR_RE = re.compile(r"AWS Error ([A-Z_]+)(?: \(HTTP status (\d+)\))? during (\w+) operation")
+#: The in-pod check's step that looks up a key never written (a 404 needs s3:ListBucket, else S3 answers 403).
+MISSING_KEY_STEP = "get_file_info missing"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A failed storage call read from pyarrow's message: the S3 operation, the SDK's error kind, and the IAM
+    action that operation needs (for the missing-key lookup, ``s3:ListBucket``)."""
+
+    operation: str
+    kind: str
+    action: str
+
+    @property
+    def access_denied(self) -> bool:
+        return self.kind == "ACCESS_DENIED"
+
+
+def denial(step: str, error: str) -> Denial | None:
+    """The :class:`Denial` in pyarrow's ``error`` for an in-pod check ``step``; None when it names no operation."""
+    m = _AWS_ERROR_RE.search(error or "")
+    if not m:
+        return None
+    kind, status, op = m.groups()
+    kind = "ACCESS_DENIED" if status == "403" else kind
+    if op == "HeadBucket" or op.startswith("ListObjects") or (op == "HeadObject" and step == MISSING_KEY_STEP):
+        action = "s3:ListBucket"
+    elif op == "DeleteObjects":
+        action = "s3:DeleteObject"
+    else:
+        action = OBJECT_ACTION.get(op, "")
+    return Denial(op, kind, action)
+
+
 __all__ = [
     "BACKEND_PROBE",
+    "MISSING_KEY_STEP",
+    "Denial",
+    "denial",
     "LIST_KEYS",
     "OBJECT_ACTION",
     "STORAGE_REQUESTS",

@@ -231,6 +231,44 @@ def test_explicit_deny_wins_and_unknown_operators_are_refused():
         iam_eval.conditions_hold({"NumericLessThan": {"s3:max-keys": "10"}}, {"s3:max-keys": "5"})
 
 
+@pytest.mark.parametrize(
+    "step,error,expected",
+    [
+        (  # captured: pyarrow 26 on moto's 403 to HeadBucket; the others follow arrow's ErrorToStatus format
+            "create_dir",
+            "OSError: When testing for existence of bucket 'ckpt-bucket': AWS Error ACCESS_DENIED during HeadBucket "
+            "operation: No response body.",
+            ("HeadBucket", "ACCESS_DENIED", "s3:ListBucket"),
+        ),
+        (
+            "get_file_info missing",
+            "OSError: When getting information for key 'p/check/missing' in bucket 'b': AWS Error ACCESS_DENIED during "
+            "HeadObject operation: No response body.",
+            ("HeadObject", "ACCESS_DENIED", "s3:ListBucket"),
+        ),
+        (
+            "read",
+            "AWS Error UNKNOWN (HTTP status 403) during GetObject operation: x",
+            ("GetObject", "ACCESS_DENIED", "s3:GetObject"),
+        ),
+        (
+            "delete",
+            "AWS Error ACCESS_DENIED during DeleteObjects operation: x",
+            ("DeleteObjects", "ACCESS_DENIED", "s3:DeleteObject"),
+        ),
+        (
+            "write",
+            "AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: x",
+            ("CreateMultipartUpload", "NO_SUCH_BUCKET", "s3:PutObject"),
+        ),
+    ],
+)
+def test_pyarrow_errors_name_the_operation_and_the_iam_action(step, error, expected):
+    d = s3_access.denial(step, error)
+    assert (d.operation, d.kind, d.action) == expected
+    assert s3_access.denial("read", "read 0 bytes, not the 23 written") is None
+
+
 if __name__ == "__main__":  # print the table for plan/s3_access.py
     sys.path.insert(0, str(REPO))
     for row in table(record()):
