@@ -140,7 +140,7 @@ def test_up_restores_a_tampered_policy(mocked_aws, tmp_path):
     wide = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
     iam_api().put_role_policy(RoleName=role, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(wide))
     done, _ = storage.ensure(s, Recorder().sess, IDENT, cluster, assume_yes=True)
-    assert done == [f"permission policy {iam.POLICY_NAME} on {role}: s3://{BUCKET}/raytrain/* only"]
+    assert done == [f"policy {iam.POLICY_NAME} on {role}: s3://{BUCKET}/raytrain/ objects and listing"]
     doc = iam_api().get_role_policy(RoleName=role, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
     assert iam.policy_problems(doc, iam.storage_location(s, ACCOUNT)) == []
 
