@@ -47,13 +47,14 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
     result = kuberay.raycluster(settings, assume_yes=assume_yes, client=client, **options)
     if not result.ok:
         return result
-    ok, lines = access_check(settings, client=client)
+    ok, lines, rows = access_check(settings, client=client, with_rows=True)
     if ok:
         result.message = "; ".join([result.message, *lines])
     else:
         result.ok = False
         result.message += ", but the Ray pods cannot use the checkpoint storage"
         result.problems += lines
+        result.diagnosis += rows
     return result
 
 
@@ -66,26 +67,54 @@ def location(settings: Settings) -> iam.StorageLocation:
     return iam.storage_location(settings, aws_client.identity(sess, settings.aws.region).account)
 
 
-def access_check(settings: Settings, *, client=None) -> tuple[bool, list[str]]:
+def access_check(settings: Settings, *, client=None, with_rows: bool = False):
     """Run the job's storage calls under the prefix from the head pod and every Running worker pod; returns
-    (ok, lines), a failure naming the step, the S3 operation, the IAM action missing and the fix."""
+    (ok, lines), a failure naming the step, the S3 operation, the IAM action missing and the fix; with
+    ``with_rows`` also one line per step of the first pod that failed (:func:`step_rows`)."""
+    ok, lines, rows = _access_check(settings, client)
+    return (ok, lines, rows) if with_rows else (ok, lines)
+
+
+def _access_check(settings: Settings, client) -> tuple[bool, list[str], list[str]]:
     try:
         loc = location(settings)
     except (ConfigError, aws_client.AwsError) as e:
-        return False, [f"checkpoint storage unknown: {e}. Fix: run notebook 02 (cluster up) first"]
+        return False, [f"checkpoint storage unknown: {e}. Fix: run notebook 02 (cluster up) first"], []
     with kube.using_client(settings, client) as api:
         pods = [p for p in kuberay.cluster_pods(api, settings) if phase_of(p) == "Running"]
         pods.sort(key=lambda p: kuberay.pod_role(p) != "head")
         if not any(kuberay.pod_role(p) == "worker" for p in pods):
-            return False, ["no Running worker pod to check the storage from. Fix: see the pods above"]
+            return False, ["no Running worker pod to check the storage from. Fix: see the pods above"], []
         results = [(name_of(p), _check_in(api, settings, name_of(p), loc)) for p in pods]
     failed = [(pod, steps) for pod, steps in results if not _passed(steps)]
     if not failed:
-        return True, [
+        done = ", ".join(storage_check.STEPS[1:])
+        line = (
             f"storage access from {len(results)} Ray pod(s) (head and workers), with pyarrow's S3 filesystem as Ray "
-            f"Train builds it: {', '.join(storage_check.STEPS[1:])} under {loc.uri}/{storage.MARKER_DIR}/ OK"
-        ]
-    return False, [failure(pod, steps, loc, settings) for pod, steps in failed]
+            f"Train builds it: {done} under {loc.uri}/{storage.MARKER_DIR}/ OK"
+        )
+        return True, [line], []
+    pod, steps = failed[0]
+    return False, [failure(p, s, loc, settings) for p, s in failed], step_rows(pod, steps, loc, settings)
+
+
+def step_rows(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, settings: Settings) -> list[str]:
+    """One line per step of the check in ``pod``: OK, FAILED with the operation, action and fix, or not run."""
+    by_step = {s.get("step"): s for s in steps}
+    out, failed = [], False
+    for step in storage_check.STEPS:
+        s = by_step.get(step)
+        if failed or s is None:
+            out.append(f"storage check in {pod}: {step}: not run")
+            failed = True
+        elif s.get("ok"):
+            out.append(f"storage check in {pod}: {step}: OK")
+        else:
+            out.append(
+                f"storage check in {pod}: {step}: FAILED - " + failure(pod, [s], loc, settings).split(": ", 1)[1]
+            )
+            failed = True
+    return out
 
 
 def _passed(steps: list[dict[str, Any]]) -> bool:

@@ -356,6 +356,20 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
         "ray-train/raytrain), then 04"
     )
     assert "-head-" in lines[0]
+    _, _, rows = identity.access_check(s, with_rows=True)
+    head = lines[0].split(":")[0].removeprefix("Ray pod ")
+    expected = [
+        "filesystem: OK",
+        "create_dir: FAILED - create_dir on",
+        "write: not run",
+        "get_file_info: not run",
+        "get_file_info missing: not run",
+        "read: not run",
+        "list: not run",
+        "delete: not run",
+    ]
+    assert all(r.startswith(f"storage check in {head}: {w}") for r, w in zip(rows, expected, strict=True)), rows
+    assert "HeadBucket was denied, the pod's role lacks s3:ListBucket" in rows[1]
 
 
 @pytest.mark.parametrize(
