@@ -234,19 +234,31 @@ def test_explicit_deny_wins_and_unknown_operators_are_refused():
 @pytest.mark.parametrize(
     "step,error,expected",
     [
-        (  # captured: pyarrow 26 on moto's 403 to HeadBucket; the others follow arrow's ErrorToStatus format
+        (  # captured here: pyarrow 26 on moto's 403 to HeadBucket
             "create_dir",
             "OSError: When testing for existence of bucket 'ckpt-bucket': AWS Error ACCESS_DENIED during HeadBucket "
             "operation: No response body.",
             ("HeadBucket", "ACCESS_DENIED", "s3:ListBucket"),
         ),
-        (
+        (  # the text reported in ray-project/ray#55055 (pyarrow 21)
             "get_file_info missing",
-            "OSError: When getting information for key 'p/check/missing' in bucket 'b': AWS Error ACCESS_DENIED during "
-            "HeadObject operation: No response body.",
+            "OSError: When reading information for key 'p/check/missing' in bucket 'b': AWS Error ACCESS_DENIED "
+            "during HeadObject operation: No response body.",
             ("HeadObject", "ACCESS_DENIED", "s3:ListBucket"),
         ),
-        (
+        (  # the text reported in ray-project/ray#50820
+            "list",
+            "When listing objects under key 'p/check/' in bucket 'b': AWS Error ACCESS_DENIED during ListObjectsV2 "
+            "operation: Access Denied",
+            ("ListObjectsV2", "ACCESS_DENIED", "s3:ListBucket"),
+        ),
+        (  # the same HeadObject in another step needs s3:GetObject
+            "get_file_info",
+            "OSError: When reading information for key 'p/check/probe.txt' in bucket 'b': AWS Error ACCESS_DENIED "
+            "during HeadObject operation: No response body.",
+            ("HeadObject", "ACCESS_DENIED", "s3:GetObject"),
+        ),
+        (  # the others: arrow's ErrorToStatus format (cpp/src/arrow/filesystem/s3_internal.h)
             "read",
             "AWS Error UNKNOWN (HTTP status 403) during GetObject operation: x",
             ("GetObject", "ACCESS_DENIED", "s3:GetObject"),
