@@ -20,6 +20,7 @@ import io
 import logging
 import threading
 import urllib.parse
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ def recording_s3() -> Iterator[Recording]:
     thread.start()
     try:
         yield rec
-    finally:
+    finally:  # moto's backends are this process's: forget the buckets made here, as moto_env's reset does
+        urllib.request.urlopen(urllib.request.Request(rec.endpoint + "/moto-api/reset", method="POST")).read()
         server.shutdown()
         thread.join()
