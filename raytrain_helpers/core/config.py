@@ -34,6 +34,8 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .s3_uri import check_storage_uri
+
 ENV_PREFIX = "RAYTRAIN_"
 ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
 #: RAYTRAIN_* variables that are not settings (paths and test switches).
@@ -475,6 +477,8 @@ class TrainSettings(_Group):
         if v < 0:
             raise ValueError("must be 0 or more. Fix: e.g. 2 (0 = only before the first step and after the last)")
         return v
+
+    _storage = field_validator("storage_path")(classmethod(lambda cls, v: check_storage_uri(v)))
 
     @field_validator("data")
     @classmethod

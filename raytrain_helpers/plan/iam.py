@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import BUCKET_RE, ConfigError, Settings
+from . import iam_eval, s3_access
 from .render import render_objects, render_template
 
 #: The prefix under the bucket when ``train.storage_path`` does not name one.
 DEFAULT_PREFIX = "raytrain"
 #: The name of the storage role's inline permission policy.
 POLICY_NAME = "raytrain-storage"
-#: The only actions the storage role may hold (ListBucket on the bucket, the others on the prefix's objects).
+#: The only actions the storage role may hold (ListBucket on the bucket, the others on the prefix's objects and,
+#: PutObject only, on the folder markers above the prefix).
 LIST_ACTIONS = ("s3:ListBucket",)
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 #: The EKS add-on that makes Pod Identity work (installed by step 02's ClusterConfig).
@@ -48,6 +50,17 @@ class StorageLocation:
     @property
     def objects_arn(self) -> str:
         return f"arn:aws:s3:::{self.bucket}/{self.prefix}/*"
+
+    @property
+    def parents(self) -> list[str]:
+        """The folders above the prefix (``a/b/c`` -> ``a``, ``a/b``): pyarrow's ``create_dir`` writes a marker
+        object ``folder/`` for each."""
+        parts = self.prefix.split("/")
+        return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+    @property
+    def marker_arns(self) -> list[str]:
+        return [f"arn:aws:s3:::{self.bucket}/{p}/" for p in self.parents]
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -116,7 +129,7 @@ def _json(template: str, settings: Settings, **values: Any) -> dict[str, Any]:
 
 def permission_policy(settings: Settings, loc: StorageLocation) -> dict[str, Any]:
     """The storage role's inline policy (``manifests/iam-storage-policy.json.j2``)."""
-    return _json("iam-storage-policy.json.j2", settings, bucket=loc.bucket, prefix=loc.prefix)
+    return _json("iam-storage-policy.json.j2", settings, bucket=loc.bucket, prefix=loc.prefix, parents=loc.parents)
 
 
 def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str = "") -> dict[str, Any]:
@@ -174,48 +187,61 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def policy_problems(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
-    """Everything in a permission policy beyond least privilege on ``loc`` ([] = none): a wildcard or an action
-    outside the allowed ones, a resource outside the bucket/prefix, ListBucket without the prefix condition,
-    NotAction/NotResource, or a Deny-less policy that misses an action the job needs."""
+    """Everything wrong with a permission policy for ``loc`` ([] = none): beyond least privilege (a wildcard or
+    an action outside the allowed ones, a resource outside the bucket/prefix, NotAction/NotResource), or short of
+    what the job's storage layer sends (:func:`uncovered`: a recorded request the policy would deny)."""
     problems: list[str] = []
     granted: set[str] = set()
-    for i, st in enumerate(doc.get("Statement") or []):
+    for i, st in enumerate(_as_list(doc.get("Statement") or [])):
         where = f"statement {st.get('Sid') or i}"
         for key in ("NotAction", "NotResource", "NotPrincipal"):
             if key in st:
                 problems.append(f"{where}: {key} grants everything else")
         if st.get("Effect") != "Allow":
             continue
-        actions = [str(x) for x in _as_list(st.get("Action") or [])]
         resources = [str(x) for x in _as_list(st.get("Resource") or [])]
-        for action in actions:
+        for action in (str(x) for x in _as_list(st.get("Action") or [])):
             if "*" in action or "?" in action:
                 problems.append(f"{where}: wildcard action {action!r}")
-            elif action in LIST_ACTIONS:
-                problems += _list_problems(where, resources, st.get("Condition") or {}, loc)
-            elif action in OBJECT_ACTIONS:
-                problems += [
-                    f"{where}: {action} on {r!r}, outside {loc.objects_arn}" for r in resources if r != loc.objects_arn
-                ]
-            else:
+                continue
+            allowed = _allowed_resources(action, loc)
+            if allowed is None:
                 problems.append(f"{where}: action {action!r} is not needed for checkpoints")
+                continue
+            problems += [
+                f"{where}: {action} on {r!r}, outside {' '.join(allowed)}" for r in resources if r not in allowed
+            ]
             granted.add(action)
     missing = [a for a in (*LIST_ACTIONS, *OBJECT_ACTIONS) if a not in granted]
     if missing:
         problems.append(f"missing {', '.join(missing)} (the job needs them on {loc.uri})")
-    return problems
+    return problems + uncovered(doc, loc)
 
 
-def _list_problems(where: str, resources: list[str], condition: dict[str, Any], loc: StorageLocation) -> list[str]:
-    out = [
-        f"{where}: s3:ListBucket on {r!r}, not the bucket {loc.bucket_arn}" for r in resources if r != loc.bucket_arn
-    ]
-    prefixes = [str(p) for p in _as_list((condition.get("StringLike") or {}).get("s3:prefix") or [])]
-    prefixes += [str(p) for p in _as_list((condition.get("StringEquals") or {}).get("s3:prefix") or [])]
-    allowed = {loc.prefix, f"{loc.prefix}/*", f"{loc.prefix}/"}
-    if not prefixes:
-        out.append(f"{where}: s3:ListBucket without an s3:prefix condition lists the whole bucket")
-    out += [f"{where}: s3:ListBucket on prefix {p!r}, outside {loc.prefix}/" for p in prefixes if p not in allowed]
+def _allowed_resources(action: str, loc: StorageLocation) -> list[str] | None:
+    if action in LIST_ACTIONS:
+        return [loc.bucket_arn]
+    if action == "s3:PutObject":
+        return [loc.objects_arn, *loc.marker_arns]
+    return [loc.objects_arn] if action in OBJECT_ACTIONS else None
+
+
+def uncovered(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
+    """The requests of :data:`raytrain_helpers.plan.s3_access.STORAGE_REQUESTS` (what pyarrow sends for Ray
+    Train's storage calls on ``loc``) that ``doc`` would not allow, each with the action, resource and condition
+    keys IAM evaluates (:mod:`raytrain_helpers.plan.iam_eval`)."""
+    out: list[str] = []
+    for req in s3_access.storage_requests(loc.bucket, loc.prefix):
+        for auth in s3_access.authorizations(req):
+            verdict = iam_eval.decide(doc, auth.action, auth.resource, dict(auth.context))
+            if verdict != iam_eval.ALLOW:
+                keys = ", ".join(f"{k}={v!r}" for k, v in auth.context) or "no condition keys"
+                line = (
+                    f"{req.operation} {req.method} /{req.bucket}/{req.key} ({keys}) needs {auth.action} on "
+                    f"{auth.resource}: {verdict}"
+                )
+                if line not in out:
+                    out.append(line)
     return out
 
 
@@ -236,4 +262,5 @@ __all__ = [
     "role_name",
     "storage_location",
     "trust_policy",
+    "uncovered",
 ]

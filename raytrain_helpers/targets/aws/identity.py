@@ -1,9 +1,12 @@
 """Checked, not assumed: the Ray pods' access to the checkpoint storage on the ``aws`` target.
 
-* Step 04 (:func:`raycluster`): once the RayCluster is ready, every Running worker pod writes, lists, reads
-  and deletes a marker object under the run's prefix, through the pod's own identity (Kubernetes exec of a
-  short Python program using boto3, which the Ray Train DLC carries). A failure names the IAM action that was
-  denied, so the job is never submitted to pods that cannot write their checkpoints.
+* Step 04 (:func:`raycluster`): once the RayCluster is ready, the head pod (where Ray Train's controller builds
+  its ``StorageContext``) and every Running worker pod run the job's own storage code
+  (:mod:`raytrain_helpers.targets.aws.storage_check`: pyarrow's filesystem from the storage URI, as Ray Train
+  builds it; create_dir, write, get_file_info, read, list, delete under the run's prefix), through the pod's own
+  identity (Kubernetes exec of ``python3 -c``; the Ray Train DLC carries pyarrow). A denied call is a line naming
+  the step, the S3 operation, the IAM action missing and the fix, so the job is never submitted to pods that
+  cannot write their checkpoints.
 * Step 06 (:func:`infra_criteria`): 04's rows plus "checkpoint in storage", the latest checkpoint's objects
   listed under the run's prefix (the notebook's own AWS identity lists them).
 """
@@ -11,74 +14,47 @@
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 from ...clients import aws as aws_client
 from ...clients import kubernetes as kube
 from ...core.config import ConfigError, Settings
 from ...core.paths import runs_dir
-from ...plan import iam
+from ...plan import iam, s3_access
 from ...plan.kube_objects import name_of, phase_of
 from ..base import KubeRayResult
-from . import kuberay, storage
+from . import kuberay, storage, storage_check
 
 #: 06's row.
 INFRA_CHECKPOINT = "checkpoint in storage"
-#: The in-pod check: argv bucket, key prefix, pod name; prints one JSON line per step (action, ok, code).
-ACCESS_CHECK = r"""
-import json, sys, time
-bucket, prefix, pod = sys.argv[1:4]
-def say(action, ok, code="", message=""):
-    print(json.dumps({"action": action, "ok": ok, "code": code, "message": message[:300]}), flush=True)
-try:
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError as e:
-    say("import boto3", False, "ImportError", str(e)); sys.exit(0)
-s3 = boto3.client("s3")
-key = "%s/%s-%d" % (prefix, pod, time.time_ns())
-try:
-    say("sts:GetCallerIdentity", True, "", boto3.client("sts").get_caller_identity()["Arn"])
-except (ClientError, BotoCoreError) as e:
-    say("sts:GetCallerIdentity", False, type(e).__name__, str(e)); sys.exit(0)
-listed = lambda: [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=key).get("Contents", ())]
-steps = [
-    ("s3:PutObject", lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"raytrain")),
-    ("s3:ListBucket", lambda: key in listed()),
-    ("s3:GetObject", lambda: s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"raytrain"),
-    ("s3:DeleteObject", lambda: s3.delete_object(Bucket=bucket, Key=key)),
-]
-for action, call in steps:
-    try:
-        found = call()
-    except ClientError as e:
-        say(action, False, e.response.get("Error", {}).get("Code", "?"), str(e)); break
-    except BotoCoreError as e:
-        say(action, False, type(e).__name__, str(e)); break
-    if found is False:
-        say(action, False, "Mismatch", "the marker object was not found as written"); break
-    say(action, True)
-"""
+
+
+def check_program() -> str:
+    """The in-pod check's source (sent to ``python3 -c``; argv: storage URI, folder under it)."""
+    return Path(storage_check.__file__).read_text()
 
 
 # ==============================================================================================================
-# Step 04: the RayCluster, then the access check from inside the worker pods
+# Step 04: the RayCluster, then the access check from inside the Ray pods
 # ==============================================================================================================
 
 
 def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **options: Any) -> KubeRayResult:
-    """04 on aws: :func:`kuberay.raycluster`, then :func:`access_check` in every Running worker pod; the result
-    is not ok when the pods cannot use the storage (the job would fail at its first checkpoint)."""
+    """04 on aws: :func:`kuberay.raycluster`, then :func:`access_check` in the head and every Running worker pod;
+    the result is not ok when a pod cannot use the storage (the job would fail creating its storage context)."""
     result = kuberay.raycluster(settings, assume_yes=assume_yes, client=client, **options)
     if not result.ok:
         return result
-    ok, lines = access_check(settings, client=client)
+    ok, lines, rows = access_check(settings, client=client, with_rows=True)
     if ok:
         result.message = "; ".join([result.message, *lines])
     else:
         result.ok = False
-        result.message += ", but the worker pods cannot use the checkpoint storage"
+        result.message += ", but the Ray pods cannot use the checkpoint storage"
         result.problems += lines
+        result.diagnosis += rows
     return result
 
 
@@ -91,50 +67,73 @@ def location(settings: Settings) -> iam.StorageLocation:
     return iam.storage_location(settings, aws_client.identity(sess, settings.aws.region).account)
 
 
-def access_check(settings: Settings, *, client=None) -> tuple[bool, list[str]]:
-    """Write, list, read and delete a marker object under the prefix from every Running worker pod; returns
-    (ok, lines), a failure naming the permission that is missing."""
+def access_check(settings: Settings, *, client=None, with_rows: bool = False):
+    """Run the job's storage calls under the prefix from the head pod and every Running worker pod; returns
+    (ok, lines), a failure naming the step, the S3 operation, the IAM action missing and the fix; with
+    ``with_rows`` also one line per step of the first pod that failed (:func:`step_rows`)."""
+    ok, lines, rows = _access_check(settings, client)
+    return (ok, lines, rows) if with_rows else (ok, lines)
+
+
+def _access_check(settings: Settings, client) -> tuple[bool, list[str], list[str]]:
     try:
         loc = location(settings)
     except (ConfigError, aws_client.AwsError) as e:
-        return False, [f"checkpoint storage unknown: {e}. Fix: run notebook 02 (cluster up) first"]
-    prefix = f"{loc.prefix}/{storage.MARKER_DIR}"
+        return False, [f"checkpoint storage unknown: {e}. Fix: run notebook 02 (cluster up) first"], []
     with kube.using_client(settings, client) as api:
-        pods = [
-            p
-            for p in kuberay.cluster_pods(api, settings)
-            if kuberay.pod_role(p) == "worker" and phase_of(p) == "Running"
-        ]
-        if not pods:
-            return False, ["no Running worker pod to check the storage from. Fix: see the pods above"]
-        results = [(name_of(p), _check_in(api, settings, name_of(p), loc.bucket, prefix)) for p in pods]
-    failed = [(pod, steps) for pod, steps in results if not steps or not steps[-1]["ok"] or len(steps) < 5]
+        pods = [p for p in kuberay.cluster_pods(api, settings) if phase_of(p) == "Running"]
+        pods.sort(key=lambda p: kuberay.pod_role(p) != "head")
+        if not any(kuberay.pod_role(p) == "worker" for p in pods):
+            return False, ["no Running worker pod to check the storage from. Fix: see the pods above"], []
+        results = [(name_of(p), _check_in(api, settings, name_of(p), loc)) for p in pods]
+    failed = [(pod, steps) for pod, steps in results if not _passed(steps)]
     if not failed:
-        who = results[0][1][0].get("message", "")
-        return True, [
-            f"storage access from {len(results)} worker pod(s): put, list, get, delete of a marker under "
-            f"{loc.uri}/{storage.MARKER_DIR}/ OK" + (f" (as {_role_of(who)})" if who else "")
-        ]
-    return False, [_failure(pod, steps, loc, settings) for pod, steps in failed]
+        done = ", ".join(storage_check.STEPS[1:])
+        line = (
+            f"storage access from {len(results)} Ray pod(s) (head and workers), with pyarrow's S3 filesystem as Ray "
+            f"Train builds it: {done} under {loc.uri}/{storage.MARKER_DIR}/ OK"
+        )
+        return True, [line], []
+    pod, steps = failed[0]
+    return False, [failure(p, s, loc, settings) for p, s in failed], step_rows(pod, steps, loc, settings)
 
 
-def _role_of(arn: str) -> str:
-    """``arn:aws:sts::1:assumed-role/ROLE/session`` -> ``ROLE``; other ARNs as they are."""
-    parts = arn.split(":assumed-role/", 1)
-    return parts[1].split("/", 1)[0] if len(parts) == 2 else arn
+def step_rows(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, settings: Settings) -> list[str]:
+    """One line per step of the check in ``pod``: OK, FAILED with the operation, action and fix, or not run."""
+    by_step = {s.get("step"): s for s in steps}
+    out, failed = [], False
+    for step in storage_check.STEPS:
+        s = by_step.get(step)
+        if failed or s is None:
+            out.append(f"storage check in {pod}: {step}: not run")
+            failed = True
+        elif s.get("ok"):
+            out.append(f"storage check in {pod}: {step}: OK")
+        else:
+            out.append(
+                f"storage check in {pod}: {step}: FAILED - " + failure(pod, [s], loc, settings).split(": ", 1)[1]
+            )
+            failed = True
+    return out
 
 
-def _check_in(api, settings: Settings, pod: str, bucket: str, prefix: str) -> list[dict[str, Any]]:
-    argv = ["python3", "-c", ACCESS_CHECK, bucket, prefix, pod]
+def _passed(steps: list[dict[str, Any]]) -> bool:
+    done = [s.get("step") for s in steps if s.get("ok")]
+    return done == list(storage_check.STEPS)
+
+
+def _check_in(api, settings: Settings, pod: str, loc: iam.StorageLocation) -> list[dict[str, Any]]:
+    folder = f"{storage.MARKER_DIR}/{pod}-{time.time_ns()}"
+    argv = ["python3", "-c", check_program(), loc.uri, folder]
     try:
-        out = kube.exec_in_pod(settings, pod, argv, client=api, timeout_s=90)
+        out = kube.exec_in_pod(settings, pod, argv, client=api, timeout_s=120)
     except kube.ExecError as e:
-        text = (e.stderr or e.stdout or str(e)).strip().splitlines()
-        return [
-            {"action": "exec python3", "ok": False, "code": f"exit {e.returncode}", "message": text[-1] if text else ""}
-        ]
+        out = e.stdout or ""
+        if not out.strip():
+            text = (e.stderr or str(e)).strip().splitlines()
+            return [{"step": "exec python3", "ok": False, "error": f"exit {e.returncode}: {text[-1] if text else ''}"}]
     except kube.K8sError as e:
-        return [{"action": "exec", "ok": False, "code": "K8sError", "message": str(e)}]
+        return [{"step": "exec", "ok": False, "error": f"K8sError: {e}"}]
     steps = []
     for line in out.splitlines():
         try:
@@ -144,28 +143,35 @@ def _check_in(api, settings: Settings, pod: str, bucket: str, prefix: str) -> li
     return steps
 
 
-def _failure(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, settings: Settings) -> str:
+def failure(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, settings: Settings) -> str:
+    """One line for a pod whose check failed: the step, and for an AWS error the operation, the IAM action
+    missing (and on which resource) and the fix."""
     k = settings.kubernetes
-    if not steps:
-        return f"worker pod {pod}: the storage check printed nothing"
-    last = steps[-1]
-    action, code = last.get("action", "?"), last.get("code", "")
-    who = next((s.get("message") for s in steps if s.get("action") == "sts:GetCallerIdentity" and s.get("ok")), "")
-    head = f"worker pod {pod}: {action} on {loc.uri}/ failed ({code})"
-    if action == "sts:GetCallerIdentity" or code in ("NoCredentialsError", "CredentialRetrievalError"):
+    bad = next((s for s in steps if not s.get("ok")), None)
+    if bad is None:
+        return f"Ray pod {pod}: the storage check stopped after {len(steps)} step(s) without saying why"
+    step, error = str(bad.get("step", "?")), str(bad.get("error", ""))
+    head = f"Ray pod {pod}: {step} on {loc.uri}/ failed"
+    d = s3_access.denial(step, error)
+    if d is None:
+        return f"{head}: {error}"
+    if d.access_denied:
         return (
-            f"{head}: the pod has no AWS identity. Fix: the ServiceAccount {k.namespace}/{k.service_account} needs "
-            f"its pod identity association (or IRSA annotation): re-run notebook 02 (cluster up), then 04"
+            f"{head}: {d.operation} was denied, the pod's role lacks {d.action} on {_resource(d, loc)}. Fix: re-run "
+            f"notebook 02 (cluster up), which restores the storage role's policy (and the pod identity association "
+            f"of {k.namespace}/{k.service_account}), then 04"
         )
-    if code in ("AccessDenied", "Forbidden", "403"):
-        return (
-            f"{head} as {_role_of(who) or 'the pod identity'}: the permission {action} on "
-            f"{loc.objects_arn if action != 's3:ListBucket' else loc.bucket_arn} is missing. Fix: re-run notebook 02 "
-            f"(cluster up), which restores the storage role's policy"
-        )
-    if code in ("NoSuchBucket", "404"):
+    if d.kind == "NO_SUCH_BUCKET":
         return f"{head}: bucket {loc.bucket} does not exist. Fix: re-run notebook 02 (cluster up)"
-    return f"{head}: {last.get('message', '')}"
+    return f"{head}: {d.operation} answered {d.kind}: {error}"
+
+
+def _resource(d: s3_access.Denial, loc: iam.StorageLocation) -> str:
+    if d.action == "s3:ListBucket":
+        return f"{loc.bucket_arn} (without an s3:prefix condition: {d.operation} carries none)"
+    return loc.objects_arn + (
+        f" and {', '.join(loc.marker_arns)}" if d.action == "s3:PutObject" and loc.parents else ""
+    )
 
 
 # ==============================================================================================================
@@ -204,10 +210,11 @@ def checkpoint_row(settings: Settings, job: dict[str, Any] | None = None) -> tup
 
 
 __all__ = [
-    "ACCESS_CHECK",
     "INFRA_CHECKPOINT",
     "access_check",
+    "check_program",
     "checkpoint_row",
+    "failure",
     "infra_criteria",
     "location",
     "raycluster",

@@ -217,7 +217,7 @@ def planned(settings: Settings, st: StorageState) -> list[str]:
             f"multipart uploads aborted after {ABORT_MULTIPART_DAYS} day), tagged {TAG_KEY}={settings.aws.cluster_name}"
         )
     if st.role is None:
-        todo.append(f"create IAM role {st.role_name}: {loc.uri}/* only ({st.mode})")
+        todo.append(f"create IAM role {st.role_name}: {loc.uri}/ objects and listing ({st.mode})")
     if st.mode == "pod-identity" and st.association is None:
         todo.append(
             f"associate {st.role_name} with ServiceAccount {k.namespace}/{k.service_account} (EKS Pod Identity)"
@@ -343,7 +343,7 @@ def _ensure_role(settings: Settings, iam_api, st: StorageState) -> list[str]:
         iam_api.put_role_policy(
             RoleName=st.role_name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(permissions)
         )
-        done.append(f"permission policy {iam.POLICY_NAME} on {st.role_name}: {st.location.uri}/* only")
+        done.append(f"policy {iam.POLICY_NAME} on {st.role_name}: {st.location.uri}/ objects and listing")
     return done
 
 

@@ -51,7 +51,7 @@ def test_storage_path_names_bucket_and_prefix():
     "params,match",
     [
         (dict(storage_path="/mnt/x"), "train.storage_path = '/mnt/x' is not reachable from the worker pods"),
-        (dict(storage_path="s3://Bad_Bucket/x"), "not a valid S3 bucket name"),
+        (dict(storage_path="s3://Bad_Bucket/x"), "is not a bucket name S3 accepts"),
         (dict(storage_path="s3://ok-bucket/a*"), "may not hold wildcards"),
         (
             dict(storage_path="s3://one-b/x", storage_bucket="two-b"),
@@ -79,26 +79,40 @@ def _loc(**params):
     return iam.storage_location(settings(**params), ACCOUNT)
 
 
-def test_permission_policy_is_exactly_least_privilege():
-    s = settings(storage_path="s3://ckpt-bucket/runs")
-    loc = iam.storage_location(s, ACCOUNT)
-    doc = iam.permission_policy(s, loc)
-    grants = sorted(
+def _grants(doc):
+    return sorted(
         (a, r, str(st.get("Condition")))
         for st in doc["Statement"]
         for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
         for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
     )
+
+
+def test_permission_policy_is_exactly_least_privilege():
+    """ListBucket on the bucket without a condition (HeadBucket carries no s3:prefix: tests/unit/plan/
+    test_s3_access.py), objects only below the prefix, PutObject also on the folder markers above it."""
+    s = settings(storage_path="s3://ckpt-bucket/runs")
+    loc = iam.storage_location(s, ACCOUNT)
+    doc = iam.permission_policy(s, loc)
     assert all(st["Effect"] == "Allow" for st in doc["Statement"])
     objects = "arn:aws:s3:::ckpt-bucket/runs/*"
-    assert grants == [
+    assert _grants(doc) == [
         ("s3:AbortMultipartUpload", objects, "None"),
         ("s3:DeleteObject", objects, "None"),
         ("s3:GetObject", objects, "None"),
-        ("s3:ListBucket", "arn:aws:s3:::ckpt-bucket", "{'StringLike': {'s3:prefix': ['runs', 'runs/*']}}"),
+        ("s3:ListBucket", "arn:aws:s3:::ckpt-bucket", "None"),
         ("s3:PutObject", objects, "None"),
     ]
     assert iam.policy_problems(doc, loc) == []
+    deep = settings(storage_path="s3://ckpt-bucket/team/a/runs")
+    dloc = iam.storage_location(deep, ACCOUNT)
+    ddoc = iam.permission_policy(deep, dloc)
+    markers = [g for g in _grants(ddoc) if g[1].endswith("/")]
+    assert markers == [
+        ("s3:PutObject", "arn:aws:s3:::ckpt-bucket/team/", "None"),
+        ("s3:PutObject", "arn:aws:s3:::ckpt-bucket/team/a/", "None"),
+    ]
+    assert iam.policy_problems(ddoc, dloc) == []
 
 
 @pytest.mark.parametrize(
@@ -111,14 +125,20 @@ def test_permission_policy_is_exactly_least_privilege():
             "outside arn:aws:s3:::ckpt-bucket/runs/*",
         ),
         (lambda d: d["Statement"][1]["Action"].append("s3:PutBucketPolicy"), "'s3:PutBucketPolicy' is not needed"),
-        (lambda d: d["Statement"][0].pop("Condition"), "without an s3:prefix condition"),
-        (lambda d: d["Statement"][0]["Condition"]["StringLike"].update({"s3:prefix": ["*"]}), "on prefix '*', outside"),
-        (lambda d: d["Statement"][0].update(Resource="arn:aws:s3:::other"), "not the bucket arn:aws:s3:::ckpt-bucket"),
+        (
+            lambda d: d["Statement"][0].update(Condition={"StringLike": {"s3:prefix": ["runs", "runs/*"]}}),
+            "HeadBucket HEAD /ckpt-bucket/ (no condition keys) needs s3:ListBucket on arn:aws:s3:::ckpt-bucket",
+        ),
+        (lambda d: d["Statement"][0].update(Resource="arn:aws:s3:::other"), "outside arn:aws:s3:::ckpt-bucket"),
         (lambda d: d["Statement"][1]["Action"].remove("s3:DeleteObject"), "missing s3:DeleteObject"),
         (lambda d: d["Statement"][1].update(NotAction="s3:GetObject"), "NotAction grants everything else"),
+        (
+            lambda d: d["Statement"].append({"Effect": "Deny", "Action": "s3:GetObject", "Resource": "*"}),
+            "HeadObject HEAD /ckpt-bucket/runs/run/.validate_storage_marker (no condition keys) needs s3:GetObject",
+        ),
     ],
 )
-def test_policy_check_fails_on_anything_beyond_the_prefix(edit, expected):
+def test_policy_check_fails_on_anything_beyond_the_prefix_or_short_of_the_job(edit, expected):
     s = settings(storage_path="s3://ckpt-bucket/runs")
     loc = iam.storage_location(s, ACCOUNT)
     doc = copy.deepcopy(iam.permission_policy(s, loc))

@@ -41,7 +41,7 @@ def test_aws_needs_remote_storage(clean_env, repo_root):
     s = config.load(repo_root / "env.yaml", environ={}, target="aws")
     with pytest.raises(config.ConfigError, match="s3://"):
         train.storage_path(s)
-    assert train.storage_path(config.with_overrides(s, storage_path="s3://b/p")) == "s3://b/p"
+    assert train.storage_path(config.with_overrides(s, storage_path="s3://ckpt-b/p")) == "s3://ckpt-b/p"
 
 
 def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_env, repo_root):
@@ -49,7 +49,7 @@ def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_
     runtime_env pip gets the pinned liger-kernel; kernels none asks pip for nothing; extra_pip always travels."""
     from raytrain_helpers.worker.kernels import LIGER_REQUIREMENT
 
-    s = config.load(repo_root / "env.yaml", environ={}, target="aws", storage_path="s3://b/p")
+    s = config.load(repo_root / "env.yaml", environ={}, target="aws", storage_path="s3://ckpt-b/p")
     planned = train.perf_plan(s).kernels
     assert planned == "liger"
     assert train.job_pip(s, dict(kernels="auto", planned_kernels=planned)) == [LIGER_REQUIREMENT]

@@ -47,13 +47,13 @@ def test_the_bucket_step_02_prepared_is_used(settings):
 
 
 def test_an_explicit_storage_path_wins(settings):
-    s = load(settings.__dict__["_env_file"], environ={}, target="aws", storage_path="s3://b/p")
-    assert jobs.job_defaults(s).storage_path == "s3://b/p"
+    s = load(settings.__dict__["_env_file"], environ={}, target="aws", storage_path="s3://ckpt-b/p")
+    assert jobs.job_defaults(s).storage_path == "s3://ckpt-b/p"
 
 
 def test_aws_workers_may_download_a_hub_model_local_ones_may_not(settings, repo_root):
     from raytrain_helpers.steps import train
 
-    s = load(settings.__dict__["_env_file"], environ={}, target="aws", storage_path="s3://b/p")
+    s = load(settings.__dict__["_env_file"], environ={}, target="aws", storage_path="s3://ckpt-b/p")
     assert train.worker_env(s)["HF_HUB_OFFLINE"] == "0"
     assert train.worker_env(load(repo_root / "env.yaml", environ={}))["HF_HUB_OFFLINE"] == "1"
