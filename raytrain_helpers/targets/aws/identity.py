@@ -4,6 +4,7 @@
   and deletes a marker object under the run's prefix, through the pod's own identity (Kubernetes exec of a
   short Python program using boto3, which the Ray Train DLC carries). A failure names the IAM action that was
   denied, so the job is never submitted to pods that cannot write their checkpoints.
+  Before that, the head's Ray Jobs API must answer (:func:`.podwait.wait_for_jobs_api`).
 * Step 06 (:func:`infra_criteria`): 04's rows plus "checkpoint in storage", the latest checkpoint's objects
   listed under the run's prefix (the notebook's own AWS identity lists them).
 """
@@ -20,7 +21,7 @@ from ...core.paths import runs_dir
 from ...plan import iam
 from ...plan.kube_objects import name_of, phase_of
 from ..base import KubeRayResult
-from . import kuberay, storage
+from . import kuberay, podwait, storage
 
 #: 06's row.
 INFRA_CHECKPOINT = "checkpoint in storage"
@@ -71,6 +72,13 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
     is not ok when the pods cannot use the storage (the job would fail at its first checkpoint)."""
     result = kuberay.raycluster(settings, assume_yes=assume_yes, client=client, **options)
     if not result.ok:
+        return result
+    head = kuberay.head_pod(settings, client)
+    ok, said = podwait.wait_for_jobs_api(settings, name_of(head or {}), client=client, log=options.get("log", print))
+    if not ok:  # a Ready head whose Jobs API does not answer: 05 could not submit
+        result.ok = False
+        result.message += ", but its Ray Jobs API does not answer"
+        result.problems.append(said)
         return result
     ok, lines = access_check(settings, client=client)
     if ok:

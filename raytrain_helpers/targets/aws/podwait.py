@@ -13,19 +13,29 @@ with the same spec, a no-op) and waits on the same pods: the events those pods h
 earlier run showed, or happened since) are summarised in one line per pod; only the events after it are shown
 one by one. Nothing is stored between runs: the cluster's own events are the record.
 
+Then :func:`wait_for_jobs_api`: with KubeRay >= 1.6 and Ray >= 2.53 the head's readiness probe asks only the
+dashboard agent (port 52365), so a Ready head does not mean the Ray Jobs API on 8265 answers yet (the cause of
+ray-project/kuberay#4760, fixed in 1.7.0 for KubeRay's own RayJob submitter only; docs/pins.md). Notebook 05
+submits through that API, so 04 waits until ``/api/version`` answers through a port-forward.
+
 Also here: :func:`crash_looping`, the pod states that waiting does not cure.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from ...clients import kubernetes as kube
+from ...clients.rayjobs import auth_headers
+from ...core.config import Settings
+from ...core.constants import DASHBOARD_PORT
 from ...plan.kube_objects import name_of, pod_ready
 
 #: Container states that do not get better by waiting (the image or the pod spec must change).
@@ -249,6 +259,43 @@ class PodProgress:
             )
 
 
+# ============================================================================================
+# The Ray Jobs API behind a Ready head
+# ============================================================================================
+
+
+def jobs_api_answers(url: str, timeout_s: float = 5.0) -> str:
+    """ "" when ``GET {url}/api/version`` answers with JSON (the Jobs API is up), else why not."""
+    req = urllib.request.Request(f"{url}/api/version", headers=auth_headers())
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            json.loads(resp.read() or b"null")
+        return ""
+    except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors; a non-JSON body a ValueError
+        return f"{type(e).__name__}: {e}"
+
+
+def wait_for_jobs_api(
+    settings: Settings, head: str, *, client=None, timeout_s: float = 180, poll_s: float = 2.0, log=print
+) -> tuple[bool, str]:
+    """Wait until the Ray Jobs API of the head pod ``head`` answers through a port-forward: (ok, what to show)."""
+    ns = settings.kubernetes.namespace
+    factory = kube.kube_connection_factory(client, head, ns, DASHBOARD_PORT) if client is not None else None
+    t0 = time.monotonic()
+    with kube.port_forward(settings, head, DASHBOARD_PORT, connection_factory=factory) as fwd:
+        waited = kube.wait_for(
+            lambda: ((why := jobs_api_answers(fwd.url)) == "", why), timeout_s=timeout_s, interval_s=poll_s
+        )
+    if waited.ok:
+        log(f"  the Ray Jobs API of {ns}/{head} (port {DASHBOARD_PORT}) answers ({time.monotonic() - t0:.0f} s)")
+        return True, f"Ray Jobs API answering on {head}:{DASHBOARD_PORT}"
+    return False, (
+        f"the head pod {ns}/{head} is Ready but its Ray Jobs API (dashboard, port {DASHBOARD_PORT}) did not answer "
+        f"within {timeout_s:g} s: {waited.value}. Fix: read the dashboard's log (`kubectl exec -n {ns} {head} -- "
+        f"tail -50 /tmp/ray/session_latest/logs/dashboard.log`), then run this step again"
+    )
+
+
 __all__ = [
     "CRASH_RESTARTS",
     "HEARTBEAT_S",
@@ -259,5 +306,7 @@ __all__ = [
     "duration",
     "event_message",
     "event_time",
+    "jobs_api_answers",
     "parse_time",
+    "wait_for_jobs_api",
 ]

@@ -9,6 +9,7 @@ reports the same reasons; that the pull takes about 30 min for the DLC is the re
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,35 @@ def test_an_operator_that_would_probe_with_wget_is_refused_before_anything_is_ap
         assert not r.ok and "nothing was applied" in r.message
         assert any("KUBERAY_VERSION" in p and "wget" in p for p in r.problems)
         assert st.objects("ray.io/v1", "rayclusters", "ray-train") == []
+
+
+def _head_and_jobs_api(s, st_opts: dict, timeout_s: float) -> tuple[bool, str, list[str]]:
+    lines: list[str] = []
+    with standin("healthy", set_env=True, **PULLING, **st_opts):
+        client = kube.api_client(s)
+        try:
+            assert kuberay.raycluster(s, timeout_s=20, poll_s=0.05, client=client, log=lambda *a: None).ok
+            head = kuberay.head_pod(s, client)["metadata"]["name"]
+            ok, said = podwait.wait_for_jobs_api(
+                s, head, client=client, timeout_s=timeout_s, poll_s=0.1, log=lines.append
+            )
+        finally:
+            client.close()
+    return ok, said, lines
+
+
+def test_a_ready_head_is_not_enough_the_jobs_api_must_answer():
+    """The stand-in's head relays 8265 to a dashboard answering /api/version: the wait says so."""
+    s = settings()
+    ok, said, lines = _head_and_jobs_api(s, {}, timeout_s=10)
+    assert ok and "Ray Jobs API answering" in said and "answers" in lines[0]
+
+
+def test_a_jobs_api_that_does_not_answer_is_named_with_the_fix():
+    """The head is Ready (HTTP probe on 52365) but nothing listens behind its 8265: not ok, the port and the fix."""
+    s = settings()
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    ok, said, _ = _head_and_jobs_api(s, {"dashboard_upstream": f"127.0.0.1:{closed}"}, timeout_s=1.0)
+    assert not ok and "Ray Jobs API (dashboard, port 8265) did not answer" in said and "Fix:" in said
