@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -265,13 +266,16 @@ class PodProgress:
 
 
 def jobs_api_answers(url: str, timeout_s: float = 5.0) -> str:
-    """ "" when ``GET {url}/api/version`` answers with JSON (the Jobs API is up), else why not."""
+    """Empty when the dashboard's HTTP server answers ``GET {url}/api/version``: JSON, or a 4xx such as the 401 of
+    Ray token authentication when this process has no token (the server is up). Else why not."""
     req = urllib.request.Request(f"{url}/api/version", headers=auth_headers())
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             json.loads(resp.read() or b"null")
         return ""
-    except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors; a non-JSON body a ValueError
+    except urllib.error.HTTPError as e:
+        return "" if e.code < 500 else f"HTTP {e.code}: {e.reason}"
+    except (OSError, ValueError) as e:  # refused, reset, timed out; a non-JSON body
         return f"{type(e).__name__}: {e}"
 
 
