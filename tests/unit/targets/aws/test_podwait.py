@@ -8,8 +8,10 @@ reports the same reasons; that the pull takes about 30 min for the DLC is the re
 
 from __future__ import annotations
 
+import http.server
 import re
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -187,3 +189,25 @@ def test_a_jobs_api_that_does_not_answer_is_named_with_the_fix():
         closed = sock.getsockname()[1]
     ok, said, _ = _head_and_jobs_api(s, {"dashboard_upstream": f"127.0.0.1:{closed}"}, timeout_s=1.0)
     assert not ok and "Ray Jobs API (dashboard, port 8265) did not answer" in said and "Fix:" in said
+
+
+@pytest.mark.parametrize(("status", "up"), [(200, True), (401, True), (404, True), (500, False), (503, False)])
+def test_any_answer_below_500_means_the_dashboard_is_up(status, up):
+    """A 401 is what a dashboard with Ray token authentication answers a caller without the token: it is up."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"version": "4"}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer) as srv:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        why = podwait.jobs_api_answers(f"http://127.0.0.1:{srv.server_address[1]}")
+        srv.shutdown()
+    assert (why == "") is up and (up or f"HTTP {status}" in why)
