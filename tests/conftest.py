@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from raytrain_helpers.core.config import VersionSettings
+
 # The test command installs without compiling the 25,000 modules of the environment up front (that took about 50 s
 # of the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
 # start, notebook kernels) write the bytecode of what they import, once, even where PYTHONDONTWRITEBYTECODE is set.
@@ -44,11 +46,12 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def kuberay_crds_dir() -> Path:
-    d = SHARED / "kuberay-crds"
+    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION), as the aws step reads them without helm."""
+    d = SHARED / "kuberay-crds" / f"v{VersionSettings().kuberay_version}"
     if not d.is_dir():
         pytest.skip(
-            f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent "
-            f"(CI and the dev sessions have it; a bare clone does not)"
+            f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent, or lacks the "
+            f"pinned release (CI and the dev sessions have it; a bare clone does not)"
         )
     return d
 

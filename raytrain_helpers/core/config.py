@@ -292,8 +292,8 @@ class VersionSettings(_Group):
     `latest`."""
     ray_version: str = "2.58.0"
     """Ray version the image carries (x.y.z); must equal the installed client's Ray (checked at load)."""
-    kuberay_version: str = "1.4.0"
-    """KubeRay operator Helm chart version (x.y.z, no leading `v`)."""
+    kuberay_version: str = "1.7.0"
+    """KubeRay operator Helm chart version (x.y.z, no leading `v`; docs/pins.md says where it was checked)."""
     nvidia_device_plugin_version: str = "0.20.0"
     """NVIDIA device plugin Helm chart version (x.y.z, no leading `v`)."""
     efa_device_plugin_version: str = "v0.5.32"
@@ -315,7 +315,7 @@ class VersionSettings(_Group):
     def _semver(cls, v: Any) -> str:
         v = str(v)
         if not re.match(r"^\d+\.\d+\.\d+$", v):
-            raise ValueError("must be a version like '1.4.0' (no leading 'v')")
+            raise ValueError("must be a version like '1.7.0' (no leading 'v')")
         return v
 
     @field_validator("efa_device_plugin_version")

@@ -34,6 +34,7 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
+from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import display  # noqa: E402
 from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
@@ -49,7 +50,7 @@ CLUSTER, REGION = "raytrain-tutorial", "us-west-2"
 LOCAL = TEST_LOCAL
 #: Named like the context `eksctl utils write-kubeconfig` writes, so the teardown finds *this* cluster's context.
 CONTEXT = f"{CLUSTER}.{REGION}.eksctl.io"
-CRDS = REPO.parent / "shared" / "kuberay-crds" / "v1.4.0"
+CRDS = REPO.parent / "shared" / "kuberay-crds" / f"v{config.VersionSettings().kuberay_version}"
 
 
 # --------------------------------------------------------------------------------------------

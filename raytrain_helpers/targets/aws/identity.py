@@ -7,6 +7,7 @@
   identity (Kubernetes exec of ``python3 -c``; the Ray Train DLC carries pyarrow). A denied call is a line naming
   the step, the S3 operation, the IAM action missing and the fix, so the job is never submitted to pods that
   cannot write their checkpoints.
+  Before that, the head's Ray Jobs API must answer (:func:`.podwait.wait_for_jobs_api`).
 * Step 06 (:func:`infra_criteria`): 04's rows plus "checkpoint in storage", the latest checkpoint's objects
   listed under the run's prefix (the notebook's own AWS identity lists them).
 """
@@ -25,7 +26,7 @@ from ...core.paths import runs_dir
 from ...plan import iam, s3_access
 from ...plan.kube_objects import name_of, phase_of
 from ..base import KubeRayResult
-from . import kuberay, storage, storage_check
+from . import kuberay, podwait, storage, storage_check
 
 #: 06's row.
 INFRA_CHECKPOINT = "checkpoint in storage"
@@ -46,6 +47,13 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
     the result is not ok when a pod cannot use the storage (the job would fail creating its storage context)."""
     result = kuberay.raycluster(settings, assume_yes=assume_yes, client=client, **options)
     if not result.ok:
+        return result
+    head = kuberay.head_pod(settings, client)
+    ok, said = podwait.wait_for_jobs_api(settings, name_of(head or {}), client=client, log=options.get("log", print))
+    if not ok:  # a Ready head whose Jobs API does not answer: 05 could not submit
+        result.ok = False
+        result.message += ", but its Ray Jobs API does not answer"
+        result.problems.append(said)
         return result
     ok, lines, rows = access_check(settings, client=client, with_rows=True)
     if ok:

@@ -3,7 +3,9 @@
 Install the KubeRay operator (Helm chart ``kuberay-operator`` pinned to KUBERAY_VERSION when ``helm`` is on
 PATH, else the rendered manifests plus the release's CRDs) on the system node, create the namespace, check the
 rendered RayCluster (:func:`~raytrain_helpers.plan.raycluster.check_raycluster`) and the nodes' allocatable,
-apply it with server-side apply, and wait for the head to be Ready and every worker Running.
+apply it with server-side apply, and wait for the head to be Ready and every worker Running, showing each pod's
+events on the way (:mod:`.podwait`: the first start pulls the multi-GB DLC on every node, about 30 min, hence the
+45 min default). A re-run waits on the pods already there; nothing is recreated while the spec is the same.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ...plan.kube_objects import (
     selector_misses,
     untolerated_taint_texts,
 )
+from ...plan.probes import probe_problems
 from ...plan.raycluster import (
     KUBERAY_HELM_REPO,
     OPERATOR_NAMESPACE,
@@ -59,13 +62,10 @@ from ...plan.raycluster import (
 )
 from ..base import KubeRayResult
 from . import storage
+from .podwait import CRASH_RESTARTS, HOPELESS_WAITING, PodProgress, crash_looping
 
 CRD_API = "apiextensions.k8s.io/v1"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
-#: Container states that do not get better by waiting (the image or the pod spec must change).
-HOPELESS_WAITING = ("CrashLoopBackOff", "InvalidImageName", "CreateContainerConfigError", "ErrImageNeverPull")
-#: A container that restarted this often without becoming Ready is crash-looping.
-CRASH_RESTARTS = 3
 #: 06_verify's infrastructure rows on aws (the names the verification table shows).
 INFRA_GPU = "GPUs allocatable on every GPU node"
 INFRA_EFA = "EFA allocatable on every GPU node"
@@ -332,7 +332,7 @@ def deployment_ready(dep: dict | None) -> bool:
 
 
 def operator_version(dep: dict | None) -> str:
-    """The operator image's tag (``v1.4.0``)."""
+    """The operator image's tag (``v1.7.0``)."""
     image = container_of(pod_template_spec(dep or {})).get("image") or ""
     return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
 
@@ -389,7 +389,7 @@ def raycluster(
     settings: Settings,
     *,
     assume_yes: bool = False,
-    timeout_s: float = 900,
+    timeout_s: float = 2700,
     poll_s: float = 5.0,
     client=None,
     log=print,
@@ -399,7 +399,7 @@ def raycluster(
     A RayCluster that exists with another spec is replaced only with ``assume_yes``."""
     t0 = time.monotonic()
     obj = render_raycluster(settings)
-    problems = check_raycluster(obj, settings)
+    problems = check_raycluster(obj, settings) + probe_problems(obj.get("spec") or {}, settings)
     if problems:
         return KubeRayResult(
             "aws", "up", False, "the rendered RayCluster failed its checks; nothing was applied", problems=problems
@@ -429,6 +429,8 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
         )
     kube.apply(run.client, render_namespace(run.settings))
     kube.apply(run.client, storage.service_account(run.settings))  # the pods' identity (checkpoint storage)
+    events = PodProgress(run.client, run.settings.kubernetes.namespace, run.log, pod_role, lambda: run.elapsed_s)
+    events.remember(cluster_pods(run.client, run.settings))  # a re-run: the events shown before are summarised
     kube.apply(run.client, run.obj)
     run.log(f"applied RayCluster {run.where} (server-side apply, field manager {kube.FIELD_MANAGER})")
     # a plugin can disappear between notebook 03 and now: fail fast rather than wait on Pending pods
@@ -439,7 +441,7 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
             problems=problems,
             install_method=method,
         )
-    return _wait_for_pods(run, method)
+    return _wait_for_pods(run, method, events)
 
 
 def _replace_changed_cluster(run: _Rollout) -> KubeRayResult | None:
@@ -490,7 +492,7 @@ def _wait_for_operator(run: _Rollout) -> kube.WaitResult:
     return kube.wait_for(operator_ready, timeout_s=budget, interval_s=run.poll_s)
 
 
-def _wait_for_pods(run: _Rollout, method: str) -> KubeRayResult:
+def _wait_for_pods(run: _Rollout, method: str, events: PodProgress) -> KubeRayResult:
     """Wait for the head to be Ready and every worker Running; stop early when a pod is crash-looping."""
     count = run.settings.aws.gpu_node_count
     last = [""]
@@ -498,6 +500,7 @@ def _wait_for_pods(run: _Rollout, method: str) -> KubeRayResult:
 
     def probe():
         pods = cluster_pods(run.client, run.settings)
+        events.update(pods)  # Scheduled, Pulling, Pulled, Created, Started: once each
         heads = [p for p in pods if pod_role(p) == "head"]
         running = [p for p in pods if pod_role(p) == "worker" and phase_of(p) == "Running"]
         ready = bool(heads) and all(pod_ready(h) for h in heads)
@@ -521,7 +524,7 @@ def _wait_for_pods(run: _Rollout, method: str) -> KubeRayResult:
     elif stuck:
         message = f"RayCluster {run.where} not ready after {elapsed:.0f} s: stopped waiting, a pod is crash-looping"
     else:
-        message = f"RayCluster {run.where} not ready after {run.timeout_s:g} s"
+        message = f"RayCluster {run.where} not ready after {run.timeout_s:g} s (run again: it waits on the same pods)"
     result = KubeRayResult(
         "aws",
         "up",
@@ -535,23 +538,6 @@ def _wait_for_pods(run: _Rollout, method: str) -> KubeRayResult:
     if not ok:
         result.diagnosis = stuck + diagnose_cluster(run.client, run.settings, pods, nodes, live)
     return result
-
-
-def crash_looping(pod: dict) -> str:
-    """Why a pod will not become Ready by waiting ("" = it may still): a container in CrashLoopBackOff
-    (or another state only a fix ends), or restarted CRASH_RESTARTS times without being Ready."""
-    if pod_ready(pod):
-        return ""
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in HOPELESS_WAITING:
-            return f"container {cs.get('name')} {waiting['reason']} (restarts {cs.get('restartCount', 0)})"
-        if (cs.get("restartCount") or 0) >= CRASH_RESTARTS and not cs.get("ready"):
-            last = ((cs.get("lastState") or {}).get("terminated")) or {}
-            return f"container {cs.get('name')} restarted {cs['restartCount']} times without becoming Ready" + (
-                f" (last exit: {last.get('reason')} {last.get('exitCode')})" if last else ""
-            )
-    return ""
 
 
 def _pending_fix(message: str) -> str | None:

@@ -15,7 +15,11 @@ against it:
   run for real in this process's environment); port-forward relays to a
   real TCP upstream (by default a fake Ray dashboard that answers ``/api/version``;
   ``dashboard_upstream="127.0.0.1:8266"`` relays to a real local Ray cluster instead);
-* bearer-token auth (401 without it).
+* bearer-token auth (401 without it);
+* core/v1 Events, as the scheduler and the kubelet record them for a pod (``involvedObject``, ``reason``,
+  ``message``, ``type``, ``source``, ``firstTimestamp``/``lastTimestamp``, ``count``; ``eventTime`` unset as for
+  core/v1 events): Scheduled (or FailedScheduling, its ``count`` raised on each retry), then Pulling,
+  Pulled, Created and Started per container; ``pull_s`` makes the pull take that long (a multi-GB image).
 
 Controllers stand in for the kubelet, the scheduler, the DaemonSet/Deployment controllers, the device
 plugins and the KubeRay operator, from the nodes' labels, taints and allocatable: a DaemonSet runs only
@@ -152,6 +156,8 @@ DEFAULTS: dict[str, Any] = dict(
     exec_handler=None,
     dashboard_upstream=None,
     ray_version="2.58.0",
+    kuberay_version="1.7.0",  # the preinstalled operator's image tag
+    pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
     context="standin",
 )
 
@@ -542,7 +548,7 @@ class Cluster:
                             "containers": [
                                 {
                                     "name": "kuberay-operator",
-                                    "image": "quay.io/kuberay/operator:v1.4.0",
+                                    "image": f"quay.io/kuberay/operator:v{o['kuberay_version']}",
                                     "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}},
                                 }
                             ],
@@ -744,6 +750,56 @@ class Cluster:
             "containerStatuses": cs,
         }
 
+    def _event(self, pod: dict, reason: str, message: str, *, source: str = "kubelet", warning: bool = False) -> None:
+        """Record a core/v1 Event about ``pod`` (a repeated reason+message raises ``count``, as the recorder does)."""
+        md = pod["metadata"]
+        for ev in self.list("v1", "events", md["namespace"]):
+            io = ev["involvedObject"]
+            if io.get("uid") == md.get("uid") and ev["reason"] == reason and ev["message"] == message:
+                ev["count"] += 1
+                ev["lastTimestamp"] = _now()
+                ev["metadata"]["resourceVersion"] = self._next_rv()
+                return
+        node = pod["spec"].get("nodeName", "")
+        self.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{md['name']}.{uuid.uuid4().hex[:16]}", "namespace": md["namespace"]},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": md["name"],
+                    "namespace": md["namespace"],
+                    "uid": md.get("uid", ""),
+                },
+                "reason": reason,
+                "message": message,
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": source, **({"host": node} if source == "kubelet" else {})},
+                "firstTimestamp": _now(),
+                "lastTimestamp": _now(),
+                "eventTime": None,
+                "count": 1,
+                "reportingComponent": source,
+                "reportingInstance": node if source == "kubelet" else "",
+            }
+        )
+
+    def _pull_and_start_events(self, pod: dict) -> None:
+        """The kubelet's events for each container: Pulling, Pulled, Created, Started."""
+        for c in pod["spec"].get("containers") or []:
+            image, waited = c.get("image", ""), min(time.monotonic() - pod["_pull_t"], self.o["pull_s"] + 0.5)
+            size = 9_876_543_210 if "deep-learning-containers" in image else 45_678_901
+            self._event(
+                pod,
+                "Pulled",
+                f'Successfully pulled image "{image}" in {waited:.3f}s ({waited:.3f}s including waiting). '
+                f"Image size: {size} bytes.",
+            )
+            self._event(pod, "Created", f"Created container: {c['name']}")
+            self._event(pod, "Started", f"Started container {c['name']}")
+
     def _new_pod(self, ns: str, name: str, template: dict, owner: dict, extra_labels: dict | None = None) -> dict:
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels.update(extra_labels or {})
@@ -812,6 +868,13 @@ class Cluster:
                     ],
                 }
                 pod["metadata"]["resourceVersion"] = self._next_rv()
+                md = pod["metadata"]
+                self._event(
+                    pod,
+                    "Scheduled",
+                    f"Successfully assigned {md['namespace']}/{md['name']} to {n['metadata']['name']}",
+                    source="default-scheduler",
+                )
                 return
             reasons[why] = reasons.get(why, 0) + 1
         msg = (
@@ -824,6 +887,7 @@ class Cluster:
             "phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}],
         }
+        self._event(pod, "FailedScheduling", msg, source="default-scheduler", warning=True)
 
     def _advance_pod(self, pod: dict, *, role: str = "") -> None:
         if not pod["spec"].get("nodeName"):
@@ -833,6 +897,15 @@ class Cluster:
             return
         if time.monotonic() - pod.get("_bound", 0) < self.o["delay_s"]:
             return
+        if "_pull_t" not in pod:  # the kubelet starts pulling the images delay_s after the pod was bound
+            pod["_pull_t"] = pod.get("_bound", 0) + self.o["delay_s"]
+            for c in pod["spec"].get("containers") or []:
+                self._event(pod, "Pulling", f'Pulling image "{c.get("image", "")}"')
+        if time.monotonic() - pod["_pull_t"] < self.o["pull_s"]:
+            return
+        if not pod.get("_started_events"):
+            pod["_started_events"] = True
+            self._pull_and_start_events(pod)
         image = " ".join(c.get("image", "") for c in pod["spec"].get("containers") or [])
         crash = self.o["plugin_crash"]
         if crash and "device-plugin" in image and crash in image:

@@ -19,7 +19,7 @@ def test_env_yaml_loads_with_every_reference_variable(clean_env):
     flat = s.flat()
     for env_sh, name in config.ENV_SH_NAMES.items():
         assert name in flat, env_sh
-    assert s.versions.kuberay_version == "1.4.0"
+    assert s.versions.kuberay_version == "1.7.0"
     assert s.versions.ray_version == "2.58.0"
     assert s.versions.nvidia_device_plugin_version == "0.20.0"
     assert s.versions.efa_device_plugin_version == "v0.5.32"

@@ -1,6 +1,6 @@
 """plan.iam: where the checkpoints go, the storage role's policies (exact actions and resources, no wildcard, nothing
 outside the prefix), the ServiceAccount, and the RayCluster's identity and Hugging Face cache against the real
-schemas (core kinds with kubernetes-validate, RayCluster/RayJob with the KubeRay v1.4.0 CRDs)."""
+schemas (core kinds with kubernetes-validate, RayCluster/RayJob with the KubeRay v1.7.0 CRDs)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 * core kinds (DaemonSet, Deployment, RBAC, Namespace...) with kubernetes-validate, strict, at the newest
   Kubernetes minor it ships, and at the cluster's K8S_VERSION;
-* RayCluster / RayJob with jsonschema against the openAPIV3Schema of the KubeRay v1.4.0 CRDs in
+* RayCluster / RayJob with jsonschema against the openAPIV3Schema of the KubeRay v1.7.0 CRDs (KUBERAY_VERSION) in
   ``<repo>/../shared/kuberay-crds`` (made strict: unknown fields are errors, as ``kubectl --validate=strict``);
   their pod templates also as core ``PodTemplate`` objects;
 * :func:`plan.raycluster.check_raycluster` (the structural check the aws step runs before applying) passes for
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from raytrain_helpers.core import config
-from raytrain_helpers.plan import manifests, plugins, raycluster
+from raytrain_helpers.plan import manifests, plugins, probes, raycluster
 from raytrain_helpers.plan.kube_objects import quantity
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,7 +67,7 @@ def _strict(schema):
 
 
 @functools.cache
-def crd_validator(kind: str, kuberay_version: str = "1.4.0"):
+def crd_validator(kind: str, kuberay_version: str = config.VersionSettings().kuberay_version):
     d = CRD_ROOT / f"v{kuberay_version}"
     if not d.is_dir():
         pytest.skip(
@@ -231,11 +231,11 @@ def test_rayjob_carries_the_same_cluster_spec():
 
 
 def test_operator_manifest_is_pinned():
-    s = settings(kuberay_version="1.4.0")
+    s = settings()
     objs = raycluster.render_operator(s)
     dep = [o for o in objs if o["kind"] == "Deployment"][0]
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["image"] == "quay.io/kuberay/operator:v1.4.0"
+    assert c["image"] == "quay.io/kuberay/operator:v1.7.0"  # the image kuberay-operator chart 1.7.0 deploys
     assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"role": "system"}
     for o in objs:
         assert core_errors(o) == []
@@ -266,3 +266,48 @@ def test_write_all_writes_one_object_per_file(tmp_path):
     ]
     text = paths[0].read_text()
     assert text.startswith(manifests.HEADER) and len([d for d in yaml.safe_load_all(text) if d]) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# The pinned KubeRay: its CRDs, and the probes its operator gives the Ray containers
+# --------------------------------------------------------------------------------------------
+
+
+def test_raycluster_and_rayjob_are_valid_for_the_pinned_kuberay_and_get_http_probes():
+    """Validated against ``../shared/kuberay-crds/v1.7.0`` (KUBERAY_VERSION); both say ``rayVersion``, so the
+    1.7.0 operator gives their Ray containers native HTTP probes instead of ``wget`` inside the DLC."""
+    s = settings()
+    assert s.versions.kuberay_version == "1.7.0"
+    job = raycluster.render_rayjob(s, working_dir="s3://bucket/raytrain/job.zip")
+    for obj, spec in ((raycluster.render_raycluster(s), None), (job, job["spec"]["rayClusterSpec"])):
+        spec = spec or obj["spec"]
+        assert crd_errors(obj) == [], obj["kind"]
+        assert spec["rayVersion"] == s.versions.ray_version == "2.58.0"
+        assert probes.probe_kind(s.versions.kuberay_version, spec["rayVersion"]) == "http"
+        assert probes.probe_problems(spec, s) == []
+
+
+@pytest.mark.parametrize(
+    ("kuberay_version", "ray_version", "kind"),
+    [
+        ("1.4.0", "2.58.0", "wget"),  # v1.4.0: exec probes always
+        ("1.5.2", "2.58.0", "wget"),
+        ("1.6.0", "2.53.0", "http"),  # supportsUnifiedHealthCheck: Ray >= 2.53.0
+        ("1.6.0", "2.52.1", "wget"),
+        ("1.7.0", "2.58.0", "http"),
+        ("1.7.0", "", "wget"),  # no rayVersion: ParseGeneric fails, exec probes
+        ("1.7.0", "nightly", "wget"),
+    ],
+)
+def test_probe_kind_follows_kuberay_source(kuberay_version, ray_version, kind):
+    assert probes.probe_kind(kuberay_version, ray_version) == kind
+
+
+def test_an_operator_that_would_probe_with_wget_is_refused_with_the_fix():
+    old = settings(kuberay_version="1.4.0")
+    rc = raycluster.render_raycluster(old)
+    (problem,) = probes.probe_problems(rc["spec"], old)
+    assert "wget" in problem and "KUBERAY_VERSION" in problem and "1.7.0" in problem
+    s = settings()
+    (problem,) = probes.probe_problems(dict(rc["spec"], rayVersion=""), s)
+    assert "spec.rayVersion = ''" in problem and "RAY_VERSION" in problem

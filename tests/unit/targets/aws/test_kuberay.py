@@ -89,9 +89,9 @@ def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_
 
 
 def test_the_crd_schema_is_enforced_by_the_standin():
-    """With the full v1.4.0 CRDs installed, an invalid RayCluster is refused with HTTP 422 (as by EKS)."""
+    """With the full CRDs of KUBERAY_VERSION installed, an invalid RayCluster is refused with HTTP 422 (as by EKS)."""
     s = settings()
-    crds = REPO / "../shared/kuberay-crds/v1.4.0"
+    crds = REPO / f"../shared/kuberay-crds/v{s.versions.kuberay_version}"
     if not crds.is_dir():
         pytest.skip(f"KubeRay CRDs not found at {crds.resolve()}")
     with standin("healthy", set_env=True, operator_installed=True, crd_dir=str(crds), **READY):
@@ -281,7 +281,7 @@ def test_operator_with_helm(tmp_path, monkeypatch):
         r = kuberay.raycluster(s, **SHORT)
     args = json.loads(log.read_text().splitlines()[0])
     assert args[:4] == ["upgrade", "--install", "kuberay-operator", "kuberay-operator"]
-    assert args[args.index("--version") + 1] == "1.4.0"
+    assert args[args.index("--version") + 1] == "1.7.0"
     assert args[args.index("--namespace") + 1] == "kuberay-system" and "--create-namespace" in args
     assert args[args.index("--repo") + 1] == "https://ray-project.github.io/kuberay-helm/"
     # the fake helm installs nothing: the step says so instead of waiting for pods
