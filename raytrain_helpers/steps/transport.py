@@ -169,9 +169,16 @@ def job_config(settings: Settings, *, size_bytes: int | None = None, iters: int 
 
 
 def run(
-    settings: Settings, *, size_bytes: int | None = None, iters: int | None = None, timeout_s: float = 300
+    settings: Settings,
+    *,
+    size_bytes: int | None = None,
+    iters: int | None = None,
+    timeout_s: float = 300,
+    extra_env: dict[str, str] | None = None,
 ) -> TransportCheck:
-    """Submit the check job, follow it (quietly: its log goes to ``runs/<run>-transport/job.log``), judge it."""
+    """Submit the check job, follow it (quietly: its log goes to ``runs/<run>-transport/job.log``), judge it.
+
+    ``extra_env``: more variables for the ranks (e.g. ``NCCL_P2P_DISABLE=1`` to see the check catch sockets)."""
     target = for_settings(settings)
     cfg = job_config(settings, size_bytes=size_bytes, iters=iters)
     src = stage_working_dir(settings, cfg)
@@ -182,7 +189,7 @@ def run(
         client.submit_job(
             entrypoint=f"{python} -m {CHECK_MODULE} --config job_config.json",
             submission_id=sid,
-            runtime_env={"working_dir": str(src), "env_vars": worker_env(settings)},
+            runtime_env={"working_dir": str(src), "env_vars": worker_env(settings, extra_env)},
             metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]},
         )
         job = rayjobs.follow(
@@ -190,7 +197,7 @@ def run(
         )
     result = job.result or dict(ok=False, error=f"the check job ended {job.status} without a result (see its log)")
     gpus = 1 if result.get("use_gpu") else 0
-    check = judge(result, target.expected_transport(settings, gpus), dict(settings.nccl.env))
+    check = judge(result, target.expected_transport(settings, gpus), {**settings.nccl.env, **(extra_env or {})})
     check.submission_id = sid
     return check
 
