@@ -17,6 +17,7 @@ import yaml
 
 from ..core.config import INSTANCE_TYPES, ConfigError, Settings
 from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, TRAIN_SLOT
+from .hf_access import check_hf_token
 from .kube_objects import EFA_RESOURCE, GPU_RESOURCE, container_of, env_of, quantity, tolerates
 from .memory import count_params
 from .render import render_objects
@@ -344,7 +345,7 @@ def check_cluster_spec(spec: dict, settings: Settings, what: str) -> list[str]:
         problems += check_worker_devices(group, settings)
         problems += check_worker_runtime(group)
         problems += check_worker_hf_cache(group)
-    return problems + check_service_accounts(spec, settings, what)
+    return problems + check_hf_token(spec, settings) + check_service_accounts(spec, settings, what)
 
 
 def check_service_accounts(spec: dict, settings: Settings, what: str) -> list[str]:
@@ -361,24 +362,15 @@ def check_service_accounts(spec: dict, settings: Settings, what: str) -> list[st
 
 
 def check_worker_hf_cache(group: dict) -> list[str]:
-    """HF_HOME points at a mounted cache volume; HF_TOKEN, if set, comes from an optional Secret (never a value)."""
-    name = _group_label(group)
+    """HF_HOME points at a mounted cache volume (HF_TOKEN, head and workers: :func:`.hf_access.check_hf_token`)."""
     pod_spec = group_pod_spec(group)
     container = container_of(pod_spec)
-    problems = []
     home = env_of(container).get("HF_HOME")
     if not home or _mount_volume(pod_spec, container, home) is None:
-        problems.append(f"{name}: HF_HOME {home!r} is not a mounted volume. Fix: HF_HOME={HF_HOME} on a cache volume")
-    for e in container.get("env") or []:
-        if e.get("name") != "HF_TOKEN":
-            continue
-        ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
-        if "value" in e or not ref or ref.get("optional") is not True:
-            problems.append(
-                f"{name}: HF_TOKEN must come from an optional secretKeyRef, never a literal value. Fix: "
-                f"kubernetes.hf_token_secret names the Secret"
-            )
-    return problems
+        return [
+            f"{_group_label(group)}: HF_HOME {home!r} is not a mounted volume. Fix: HF_HOME={HF_HOME} on a cache volume"
+        ]
+    return []
 
 
 def check_cluster_fields(spec: dict, settings: Settings, what: str) -> list[str]:

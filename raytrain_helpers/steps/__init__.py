@@ -1,9 +1,23 @@
 """One module per notebook, each target-agnostic: it calls the target ``targets.for_settings`` hands it.
 
-01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify · 07 benchmark · 08 teardown
+01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 transport (the check before) and train · 06 verify ·
+07 benchmark · 08 teardown
 """
 
-from . import benchmark, capacity, cluster, display, documents, kuberay, overview, plugins, teardown, train, verify
+from . import (
+    benchmark,
+    capacity,
+    cluster,
+    display,
+    documents,
+    kuberay,
+    overview,
+    plugins,
+    teardown,
+    train,
+    transport,
+    verify,
+)
 from .overview import describe
 
 __all__ = [
@@ -18,5 +32,6 @@ __all__ = [
     "plugins",
     "teardown",
     "train",
+    "transport",
     "verify",
 ]

@@ -36,7 +36,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .hub import resolve_model_dir
+from .hub import resolve_config_dir
 
 LEARNABLE = "learnable"
 RANDOM = "random"
@@ -152,7 +152,7 @@ class TextPacker:
         if self._tok is None:
             from transformers import AutoTokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(resolve_model_dir(self.model_id))
+            self._tok = AutoTokenizer.from_pretrained(resolve_config_dir(self.model_id))  # no weights
         eos = [self._tok.eos_token_id] if self._tok.eos_token_id is not None else []
         return list(self._tok(text, add_special_tokens=False)["input_ids"]) + eos
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from . import data as data_mod
-from .hub import ModelSourceError, resolve_model_dir
+from .hub import ModelSourceError, resolve_config_dir
 from .train import train_loop_per_worker
 
 
@@ -33,11 +33,14 @@ def _num_workers(requested: int, use_gpu: bool) -> int:
 
 
 def datasets_for(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The job's ``train`` Ray Dataset and its held-out rows for ``train.data``, tokenized for the model."""
+    """The job's ``train`` Ray Dataset and its held-out rows for ``train.data``, tokenized for the model.
+
+    The driver runs on the head: it fetches a hub model's config and tokenizer only, never its weights (the
+    training workers load those into their own cache)."""
     model_dir = None
     if cfg.get("model_id"):
         try:
-            model_dir = resolve_model_dir(cfg["model_id"])
+            model_dir = resolve_config_dir(cfg["model_id"])
         except ModelSourceError as e:
             raise SystemExit(f"[driver] {e}") from None
     vocab = int(cfg["model"]["vocab_size"])

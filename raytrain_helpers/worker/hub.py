@@ -1,14 +1,19 @@
 """Where a ``train.model_id`` lives on this machine: a local folder, or a snapshot in the Hugging Face cache.
 
 Runs in the job (driver, workers, Ray Data tasks): a hub id is downloaded only when ``HF_HUB_OFFLINE`` is unset;
-``HF_TOKEN`` is read by ``huggingface_hub`` from the environment, never printed or passed on.
+``HF_TOKEN`` is read by ``huggingface_hub`` from the environment, never printed or passed on. The driver (on the
+head) and the tokenizing tasks need only the config and the tokenizer (:func:`resolve_config_dir`); the weights are
+downloaded by the training workers alone (:func:`resolve_model_dir`), into their cache volume.
 """
 
 from __future__ import annotations
 
 import os
 
-HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model", "*.tiktoken"]
+#: The model's config and tokenizer files (``*.json`` includes ``model.safetensors.index.json``, a small index).
+CONFIG_PATTERNS = ["*.json", "tokenizer*", "*.txt", "*.model", "*.tiktoken"]
+#: Everything the training workers need: the config, the tokenizer and the weights.
+HUB_PATTERNS = [*CONFIG_PATTERNS, "*.safetensors"]
 
 
 class ModelSourceError(ValueError):
@@ -25,6 +30,16 @@ def resolve_model_dir(model_id: str, *, download: bool | None = None) -> str:
     A hub id is downloaded only when downloads are allowed (``HF_HUB_OFFLINE`` unset); ``HF_TOKEN`` is read by
     ``huggingface_hub`` from the environment and never printed.
     """
+    return _resolve(model_id, HUB_PATTERNS, download)
+
+
+def resolve_config_dir(model_id: str, *, download: bool | None = None) -> str:
+    """Like :func:`resolve_model_dir`, but a hub id brings only its config and tokenizer files, never the weights:
+    what the job's driver on the head (a CPU pod without the workers' cache volume) and the tokenizing tasks use."""
+    return _resolve(model_id, CONFIG_PATTERNS, download)
+
+
+def _resolve(model_id: str, patterns: list[str], download: bool | None) -> str:
     path = os.path.expanduser(model_id)
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, "config.json")):
@@ -37,7 +52,7 @@ def resolve_model_dir(model_id: str, *, download: bool | None = None) -> str:
 
     offline = hub_offline() if download is None else not download
     try:
-        return snapshot_download(model_id, allow_patterns=HUB_PATTERNS, local_files_only=offline)
+        return snapshot_download(model_id, allow_patterns=patterns, local_files_only=offline)
     except Exception as e:  # noqa: BLE001 - not cached, no network, gated, unknown id: one message
         why = (
             "is not in the Hugging Face cache here and downloads are off (HF_HUB_OFFLINE=1)"

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import display  # noqa: E402
+from raytrain_helpers.targets.aws import efa_tools  # noqa: E402
 from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
@@ -278,7 +279,7 @@ def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_
     calls = kubeconfig.cluster.exec_log[n_exec:]
     workers = {p for p, _ in calls}
     assert len(workers) == 2 and all("-worker-" in p for p in workers)
-    assert sum(1 for _, argv in calls if argv[:1] == ["fi_info"]) == 2
+    assert sum(1 for _, argv in calls if argv == efa_tools.fi_info_command()) == 2
     assert sum(1 for _, argv in calls if argv[:1] == ["cat"]) == 16  # 8 ranks x (.out + .err), not the old run
 
 

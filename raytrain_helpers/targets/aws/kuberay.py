@@ -61,7 +61,7 @@ from ...plan.raycluster import (
     spec_diff,
 )
 from ..base import KubeRayResult
-from . import storage
+from . import efa_tools, storage
 from .podwait import CRASH_RESTARTS, HOPELESS_WAITING, PodProgress, crash_looping
 
 CRD_API = "apiextensions.k8s.io/v1"
@@ -733,7 +733,7 @@ def efa_row(nodes: list[dict], settings: Settings) -> tuple[str, bool, str]:
 
 def _fi_info_in(client, settings: Settings, pod: str) -> tuple[bool, str]:
     try:
-        return fi_info_efa(kube.exec_in_pod(settings, pod, ["fi_info", "-p", "efa"], client=client, timeout_s=60))
+        return fi_info_efa(kube.exec_in_pod(settings, pod, efa_tools.fi_info_command(), client=client, timeout_s=60))
     except kube.ExecError as e:
         text = (e.stderr or e.stdout or "").strip()
         return False, f"exit {e.returncode}: " + (text.splitlines()[-1] if text else str(e))

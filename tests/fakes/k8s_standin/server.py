@@ -1126,6 +1126,9 @@ class Cluster:
             else " ".join(argv)
         )
         cmd = cmd.strip()
+        # `PATH="$PATH:DIR"; export PATH; exec PROG ARGS`: the shell runs PROG (the stand-in's pods have on PATH every
+        # program the stand-in knows)
+        cmd = re.sub(r'^PATH="\$PATH:[^"]*"; export PATH; exec ', "", cmd)
         files = self.files_of(pod)
         if cmd.startswith("fi_info") and "efa" in cmd:
             wants_efa = _pod_requests(pod).get("vpc.amazonaws.com/efa", 0) > 0

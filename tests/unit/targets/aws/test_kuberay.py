@@ -22,7 +22,7 @@ import pytest
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import raycluster as plan
-from raytrain_helpers.targets.aws import kuberay
+from raytrain_helpers.targets.aws import efa_tools, kuberay
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[4]
@@ -391,7 +391,7 @@ def test_infra_criteria_pass_on_a_healthy_cluster_and_read_fi_info_in_every_work
         assert rows[kuberay.INFRA_PODS] == (True, "head Ready, workers Running 2/2")
         execs = st.cluster.exec_log[n0:]
         assert sorted(p for p, _ in execs) == kuberay.worker_pods(s)
-        assert all(argv == ["fi_info", "-p", "efa"] for _, argv in execs)
+        assert all(argv == efa_tools.fi_info_command() for _, argv in execs)
 
 
 def test_infra_criteria_fail_with_the_evidence():
@@ -420,7 +420,7 @@ def test_infra_criteria_fail_with_the_evidence():
         **READY_OP,
         exec_handler=lambda pod, argv: (
             ("", "fi_getinfo: -61 (No data available)\n", 1)
-            if argv[0] == "fi_info" and pod["spec"].get("nodeName") == second
+            if argv == efa_tools.fi_info_command() and pod["spec"].get("nodeName") == second
             else None
         ),
     ) as st:
