@@ -340,8 +340,8 @@ class KubernetesSettings(_Group):
     """ServiceAccount of the Ray head and workers (DNS-1123 label); on aws it carries the storage role
     (EKS Pod Identity or IRSA). Step 04 creates it, step 08 removes it."""
     hf_token_secret: str = ""
-    """Kubernetes Secret (in `namespace`) whose key `HF_TOKEN` the workers get as `HF_TOKEN` (optional: pods
-    start without it); empty = no token. The token itself is never read or printed by the tutorial."""
+    """Kubernetes Secret (in `namespace`) whose key `HF_TOKEN` the head and the workers get as `HF_TOKEN`
+    (optional: pods start without it); empty = no token. The token itself is never read or printed by the tutorial."""
     hf_cache_gib: int = Field(0, ge=0)
     """Size limit of the workers' Hugging Face cache volume (`HF_HOME`) in GiB; 0 = from the model (twice its
     bf16 weights, at least 10 GiB)."""
