@@ -188,7 +188,7 @@ def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     assert text.count("| g6.12xlarge   | us-west-2a | 4/4            | 1                     | ok") == 2
     assert {n["metadata"]["name"] for n in kubeconfig.objects("apps/v1", "daemonsets", "kube-system")} == {
         "nvidia-device-plugin-daemonset",
-        "aws-efa-k8s-device-plugin-daemonset",
+        "raytrain-aws-efa-k8s-device-plugin",
     }
 
 
