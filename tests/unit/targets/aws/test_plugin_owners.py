@@ -8,11 +8,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws import plugins
 from tests.fakes.k8s_standin import standin
 from tests.fakes.k8s_standin.server import eksctl_efa_daemonset
+from tests.unit.targets.aws.test_plugins import fake_helm, helm_calls
 
 REPO = Path(__file__).resolve().parents[4]
 QUIET = lambda *a: None  # noqa: E731
@@ -20,6 +23,12 @@ FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 SHORT = dict(timeout_s=0.8, poll_s=0.05, log=QUIET)
 EKSCTL = dict(set_env=True, delay_s=0.05, eksctl_efa_plugin=True, gpu_taints=False)
 OURS = "raytrain-aws-efa-k8s-device-plugin"
+
+
+@pytest.fixture(autouse=True)
+def _no_helm(monkeypatch):
+    """No helm on PATH (the rendered-manifest path) unless a test adds the fake one."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
 
 
 def settings(**params):
@@ -139,3 +148,15 @@ def test_find_daemonsets_keeps_every_match():
             found = plugins.find_daemonsets(api)
     assert sorted(d["metadata"]["name"] for d in found["efa"]) == ["aws-efa-k8s-device-plugin", "efa-by-hand", OURS]
     assert [d["metadata"]["name"] for d in found["nvidia"]] == ["nvidia-device-plugin-daemonset"]
+
+
+def test_helm_path_replaces_eksctls_copy_before_installing_its_own_release(tmp_path, monkeypatch):
+    log = fake_helm(tmp_path, monkeypatch)  # records its argv and succeeds (installs nothing)
+    s = settings()
+    with standin("healthy", **EKSCTL) as st:
+        with kube.using_client(s) as api:
+            method, replaced = plugins.install(api, s, log=QUIET)
+        assert method.startswith("helm charts") and len(replaced) == 1
+        assert "aws-efa-k8s-device-plugin" not in daemonset_names(st)  # Helm never meets eksctl's object
+    releases = [c["args"][2] for c in helm_calls(log)]
+    assert releases == ["nvidia-device-plugin", OURS]
