@@ -296,8 +296,9 @@ class VersionSettings(_Group):
     """KubeRay operator Helm chart version (x.y.z, no leading `v`; docs/pins.md says where it was checked)."""
     nvidia_device_plugin_version: str = "0.20.0"
     """NVIDIA device plugin Helm chart version (x.y.z, no leading `v`)."""
-    efa_device_plugin_version: str = "v0.5.32"
-    """EFA device plugin Helm chart version, with the leading `v` as the chart tags it (e.g. `v0.5.32`)."""
+    # v0.5.30: the newest chart in eks-charts' published index that could be read on 2026-12-04 (docs/pins.md)
+    efa_device_plugin_version: str = "v0.5.30"
+    """EFA device plugin Helm chart version, with the leading `v` as the chart tags it (e.g. `v0.5.30`)."""
 
     @field_validator("dlc_image")
     @classmethod
@@ -323,7 +324,7 @@ class VersionSettings(_Group):
     def _efa(cls, v: Any) -> str:
         v = str(v)
         if not re.match(r"^v\d+\.\d+\.\d+$", v):
-            raise ValueError("must be a version like 'v0.5.32' (with the leading 'v', as the chart tags it)")
+            raise ValueError("must be a version like 'v0.5.30' (with the leading 'v', as the chart tags it)")
         return v
 
 

@@ -272,6 +272,10 @@ class PluginsResult:
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: aws: per GPU node, the plugin DaemonSet(s) whose pods run there, per resource ("nvidia", "efa")
+    serving: list[dict[str, Any]] = field(default_factory=list)
+    #: why the plugin that serves EFA is the one it is (what it replaced)
+    notes: list[str] = field(default_factory=list)
 
     def show(self) -> None:
         print(
@@ -297,9 +301,20 @@ class PluginsResult:
             )
         if self.daemonsets:
             table(
-                [(d["name"], d["desired"], d["ready"], d["available"]) for d in self.daemonsets],
-                ["DaemonSet (kube-system)", "desired", "ready", "available"],
+                [
+                    (d["name"], d.get("owner", ""), d["desired"], d["ready"], d["available"], d.get("image", ""))
+                    for d in self.daemonsets
+                ],
+                ["DaemonSet (kube-system)", "installed by", "desired", "ready", "available", "image"],
             )
+        if self.serving:
+            table(
+                [(r["node"], r["nvidia"], r["efa"]) for r in self.serving],
+                ["GPU node", "nvidia.com/gpu served by", "vpc.amazonaws.com/efa served by"],
+                title="Which device plugin serves each GPU node (exactly one per resource)",
+            )
+        for line in self.notes:
+            print(f"  NOTE: {line}")
         if self.deleted:
             table(self.deleted, ["object", "state"], title="Teardown (verified by listing)")
         for line in self.diagnosis:

@@ -125,8 +125,15 @@ def aws(env):
 
 @pytest.fixture(scope="module")
 def k8s_api(aws):
-    """The healthy stand-in, relaying the head's 8265 to the local Ray cluster's dashboard."""
-    opts = dict(context=CONTEXT, dashboard_upstream=f"127.0.0.1:{LOCAL['dashboard_port']}", delay_s=0.2)
+    """The healthy stand-in, relaying the head's 8265 to the local Ray cluster's dashboard; as 02's eksctl leaves
+    the cluster: its own EFA device plugin in kube-system, GPU nodes without taints."""
+    opts = dict(
+        context=CONTEXT,
+        dashboard_upstream=f"127.0.0.1:{LOCAL['dashboard_port']}",
+        delay_s=0.2,
+        eksctl_efa_plugin=True,
+        gpu_taints=False,
+    )
     if not CRDS.is_dir():  # without the release's CRD files (a bare clone), KubeRay is preinstalled
         opts["operator_installed"] = True
     with standin("healthy", **opts) as st:
@@ -189,9 +196,12 @@ def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     text = run_nb("03_plugins", work)
     assert "device plugins (aws, up): OK - every GPU node advertises its GPUs and EFA" in text
     assert text.count("| g6.12xlarge   | us-west-2a | 4/4            | 1                     | ok") == 2
+    # eksctl's own EFA plugin (v0.5.4) was replaced: one EFA plugin, the tutorial's, serves each GPU node
+    assert "replaced eksctl's EFA device plugin kube-system/aws-efa-k8s-device-plugin (image v0.5.4" in text
+    assert text.count("| raytrain-aws-efa-k8s-device-plugin (tutorial, v0.5.20)") == 2  # the "served by" cells
     assert {n["metadata"]["name"] for n in kubeconfig.objects("apps/v1", "daemonsets", "kube-system")} == {
         "nvidia-device-plugin-daemonset",
-        "aws-efa-k8s-device-plugin-daemonset",
+        "raytrain-aws-efa-k8s-device-plugin",
     }
 
 
@@ -290,13 +300,14 @@ def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_
 
 def test_08_teardown_removes_everything_in_reverse_order(kubeconfig, aws, work):
     n_calls = len(aws.eksctl_calls())
+    n_requests = len(kubeconfig.cluster.requests)  # 03 deleted eksctl's EFA DaemonSet: only 08's deletes count here
     text = run_nb("08_teardown", work, assume_yes=True)
     st = kubeconfig
     assert st.cluster.kind_info("ray.io/v1", "rayclusters") is None or not st.objects("ray.io/v1", "rayclusters")
     assert st.objects("v1", "pods", "ray-train") == []
     assert [d for d in st.objects("apps/v1", "deployments") if "kuberay" in d["metadata"]["name"]] == []
     assert st.objects("apps/v1", "daemonsets", "kube-system") == []
-    deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
+    deletes = [p for m, p in st.cluster.requests[n_requests:] if m == "DELETE"]
     first = {
         k: next(i for i, p in enumerate(deletes) if k in p) for k in ("/rayclusters/", "/deployments/", "/daemonsets/")
     }

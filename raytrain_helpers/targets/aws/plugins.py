@@ -6,6 +6,8 @@ pinned chart versions when ``helm`` is on PATH, else the rendered manifests thro
 then wait until every GPU node advertises ``nvidia.com/gpu = GPUS_PER_NODE`` and
 ``vpc.amazonaws.com/efa >= 1`` as allocatable. A deployed release is not evidence; the allocatable is.
 On timeout the DaemonSets are diagnosed against the nodes (selectors, allowlist, taints, pod states).
+eksctl's own EFA plugin is replaced first, and the step fails while two plugins serve one node or the tutorial's
+own plugin pods are not Ready (:mod:`.device_owners`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from ...plan.kube_objects import (
     selector_misses,
     untolerated_taint_texts,
 )
-from ...plan.plugins import CHARTS, EFA_CHART, NAMESPACE, NVIDIA_CHART, helm_values, render_plugins
+from ...plan.plugins import CHARTS, NAMESPACE, helm_values, render_plugins
 from ..base import PluginsResult
+from . import device_owners as owners
 
 #: (key, title, the resource it advertises) of both plugins.
 PLUGINS = (("nvidia", "NVIDIA device plugin", GPU_RESOURCE), ("efa", "EFA device plugin", EFA_RESOURCE))
@@ -82,26 +85,41 @@ def devices_ready(settings: Settings, nodes: list[dict]) -> tuple[bool, list[dic
     return done, rows
 
 
-def find_daemonsets(client) -> dict[str, dict | None]:
-    """The NVIDIA and the EFA plugin DaemonSets in kube-system (None where absent), whoever installed them."""
-    found: dict[str, dict | None] = {"nvidia": None, "efa": None}
+def find_daemonsets(client) -> dict[str, list[dict]]:
+    """Every NVIDIA and every EFA plugin DaemonSet in kube-system, whoever installed them (by name or image)."""
+    found: dict[str, list[dict]] = {"nvidia": [], "efa": []}
     for ds in kube.list_objects(client, "apps/v1", "DaemonSet", NAMESPACE):
-        name = name_of(ds)
-        if "nvidia-device-plugin" in name and found["nvidia"] is None:
-            found["nvidia"] = ds
-        elif "efa-k8s-device-plugin" in name and found["efa"] is None:
-            found["efa"] = ds
+        key = owners.plugin_key(ds)
+        if key:
+            found[key].append(ds)
     return found
+
+
+def tutorial_daemonsets(found: dict[str, list[dict]]) -> dict[str, dict | None]:
+    """The tutorial's own plugin DaemonSet per resource (None where absent)."""
+    return {key: next((d for d in dss if owners.owner(d) == owners.TUTORIAL), None) for key, dss in found.items()}
 
 
 def daemonset_row(ds: dict) -> dict[str, Any]:
     status = ds.get("status") or {}
     return dict(
         name=name_of(ds),
+        owner=owners.owner(ds),
+        image=owners.images(ds).rsplit("/", 1)[-1],
         desired=status.get("desiredNumberScheduled", 0),
         ready=status.get("numberReady", 0),
         available=status.get("numberAvailable", 0) or 0,
     )
+
+
+def all_rows(found: dict[str, list[dict]]) -> list[dict[str, Any]]:
+    return [daemonset_row(d) for dss in found.values() for d in dss]
+
+
+def serving(client, settings: Settings, nodes: list[dict], found: dict[str, list[dict]]):
+    """(which plugin serves each GPU node, the problems: two plugins on one node, the tutorial's pods not Ready)."""
+    pods = kube.list_objects(client, "v1", "Pod", NAMESPACE)
+    return owners.serving([d for dss in found.values() for d in dss], pods, gpu_nodes(nodes, settings))
 
 
 def _rejections(pod_spec: dict, node: dict) -> list[str]:
@@ -113,7 +131,7 @@ def excluded_nodes(client, settings: Settings, nodes: list[dict]) -> list[str]:
     selector/affinity misses the node's labels or a NoSchedule/NoExecute taint is not tolerated.
     Waiting does not change that (the plugins' pods would never be created there)."""
     out = []
-    for ds in find_daemonsets(client).values():
+    for ds in tutorial_daemonsets(find_daemonsets(client)).values():
         if ds is None:
             continue
         spec = pod_template_spec(ds)
@@ -201,6 +219,11 @@ def _pod_problems(client, key: str, title: str, ds: dict) -> list[str]:
             )
         elif "Pending" in problem or "unschedulable" in problem:
             extra = " -> a taint or selector keeps the plugin pod off its node"
+        elif "ImagePull" in problem or "ErrImage" in problem:
+            extra = (
+                " -> the node cannot pull the plugin's image: a chart version whose image exists in the region's "
+                "registry (docs/pins.md), and a route from the nodes to it"
+            )
         node = (pod.get("spec") or {}).get("nodeName") or "?"
         out.append(f"  {title} pod {name_of(pod)} on {node}: {problem}{extra}")
     return out
@@ -231,11 +254,14 @@ def diagnose(client, settings: Settings, nodes: list[dict] | None = None) -> lis
     nodes = nodes if nodes is not None else kube.list_objects(client, "v1", "Node")
     gnodes = gpu_nodes(nodes, settings)
     out = _node_problems(gnodes, settings)
-    daemonsets = find_daemonsets(client)
+    daemonsets = tutorial_daemonsets(find_daemonsets(client))
     for key, title, resource in PLUGINS:
         ds = daemonsets[key]
         if ds is None:
-            out.append(f"{title}: no DaemonSet in {NAMESPACE}. Fix: re-run plugins.step (the install did not happen)")
+            out.append(
+                f"{title}: no DaemonSet of the tutorial in {NAMESPACE}. Fix: re-run plugins.step (the install did "
+                f"not happen)"
+            )
             continue
         out += _unscheduled(title, ds, gnodes, settings) + _pod_problems(client, key, title, ds)
         status = ds.get("status") or {}
@@ -253,6 +279,15 @@ def diagnose(client, settings: Settings, nodes: list[dict] | None = None) -> lis
 # --------------------------------------------------------------------------------------------
 # Install
 # --------------------------------------------------------------------------------------------
+
+
+def _drop_stale_tutorial_daemonsets(client, keep: set[str], *, log) -> None:
+    """The tutorial's rendered DaemonSets under a name it no longer uses (an earlier install): one plugin per node."""
+    for dss in find_daemonsets(client).values():
+        for ds in dss:
+            if owners.owner(ds) == owners.TUTORIAL and not owners.is_helm(ds) and name_of(ds) not in keep:
+                kube.delete(client, "apps/v1", "DaemonSet", name_of(ds), NAMESPACE)
+                log(f"deleted DaemonSet {NAMESPACE}/{name_of(ds)} (the tutorial's, under an earlier name)")
 
 
 def _install_with_helm(client, settings: Settings, rendered: list[dict], *, log) -> str:
@@ -274,7 +309,7 @@ def _install_with_helm(client, settings: Settings, rendered: list[dict], *, log)
             namespace=NAMESPACE,
             values=values[key],
         )
-        log(f"helm: {chart['chart']} {version} installed in {NAMESPACE}")
+        log(f"helm: {chart['chart']} {version} installed in {NAMESPACE} as release {chart['release']}")
     versions = settings.versions
     return (
         f"helm charts nvidia-device-plugin {versions.nvidia_device_plugin_version}, aws-efa-k8s-device-plugin "
@@ -285,15 +320,15 @@ def _install_with_helm(client, settings: Settings, rendered: list[dict], *, log)
 def _apply_rendered(client, rendered: list[dict], *, log) -> str:
     helm_owned = {
         key: ds
-        for key, ds in find_daemonsets(client).items()
-        if ds is not None and labels(ds).get("app.kubernetes.io/managed-by") == "Helm"
+        for key, ds in tutorial_daemonsets(find_daemonsets(client)).items()
+        if ds is not None and owners.is_helm(ds)
     }
     for obj in rendered:
-        key = "nvidia" if "nvidia" in name_of(obj) else "efa"
+        key = owners.plugin_key(obj) or "efa"
         if key in helm_owned:
             log(
-                f"DaemonSet {NAMESPACE}/{name_of(helm_owned[key])} is a Helm release: left as it is (no helm "
-                f"here to upgrade it; a second plugin would fight over the devices)"
+                f"DaemonSet {NAMESPACE}/{name_of(helm_owned[key])} is the tutorial's Helm release: left as it is (no "
+                f"helm here to upgrade it; a second plugin would fight over the devices)"
             )
             continue
         kube.apply(client, obj)
@@ -301,17 +336,22 @@ def _apply_rendered(client, rendered: list[dict], *, log) -> str:
     return "rendered manifests (server-side apply)"
 
 
-def install(client, settings: Settings, *, log=print) -> str:
-    """Install both plugins (idempotent). Helm when on PATH, else the rendered DaemonSets."""
+def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
+    """Replace eksctl's EFA plugin, then install both of the tutorial's (idempotent): Helm when on PATH, else the
+    rendered DaemonSets. Returns (how, what was replaced)."""
     try:
         rendered = render_plugins(settings)
     except ConfigError:
         if not helm.executable():
             raise
         rendered = []  # an EFA chart version without a known image tag: only Helm can install it
+    replaced = owners.replace_eksctl_efa(client, log=log)
+    _drop_stale_tutorial_daemonsets(
+        client, {name_of(o) for o in rendered} | {c["release"] for _, c, _ in CHARTS}, log=log
+    )
     if helm.executable():
-        return _install_with_helm(client, settings, rendered, log=log)
-    return _apply_rendered(client, rendered, log=log)
+        return _install_with_helm(client, settings, rendered, log=log), replaced
+    return _apply_rendered(client, rendered, log=log), replaced
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,6 +385,32 @@ class _AllocatableProbe:
         return self.hopeless, (nodes, rows)
 
 
+def _why_notes(settings: Settings, found: dict[str, list[dict]], replaced: list[str]) -> list[str]:
+    """Which EFA plugin is the tutorial's, and why that one."""
+    mine = tutorial_daemonsets(found)["efa"]
+    notes = list(replaced)
+    if mine is not None:
+        notes.append(
+            f"EFA device plugin: {owners.describe(mine)}, eks-charts aws-efa-k8s-device-plugin "
+            f"{settings.versions.efa_device_plugin_version}: the pinned chart's image and allowlist (docs/pins.md); "
+            f"eksctl re-creates its own copy at every `eksctl create nodegroup` of an EFA node group: run 03 again then"
+        )
+    return notes
+
+
+def _message(ok: bool, problems: list[str], hopeless: bool, elapsed: float, timeout_s: float) -> str:
+    if ok:
+        return "every GPU node advertises its GPUs and EFA, each through one plugin of the tutorial"
+    if problems:
+        return f"{len(problems)} problem(s) with the plugins that serve the GPU nodes (see DIAGNOSIS)"
+    if hopeless:
+        return (
+            f"GPUs/EFA not allocatable after {elapsed:.0f} s: stopped waiting, a device plugin's DaemonSet does "
+            f"not admit the GPU nodes (their labels or taints must change)"
+        )
+    return f"GPUs/EFA not allocatable after {timeout_s:g} s"
+
+
 def devices(
     settings: Settings,
     *,
@@ -354,71 +420,87 @@ def devices(
     client=None,
     log=print,
 ) -> PluginsResult:
-    """Notebook 03 on aws. ``assume_yes`` is accepted for symmetry: installing plugins deletes nothing."""
+    """Notebook 03 on aws. ``assume_yes`` is accepted for symmetry: the only object deleted that the tutorial did
+    not create is eksctl's EFA plugin, which it replaces (module docstring of :mod:`.device_owners`)."""
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
-            method = install(api, settings, log=log)
+            method, replaced = install(api, settings, log=log)
             probe = _AllocatableProbe(api, settings, log, t0)
             waited = kube.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s)
             hopeless = waited.ok and probe.hopeless
-            ok = waited.ok and not hopeless
             nodes, rows = (
                 waited.value if isinstance(waited.value, tuple) else (kube.list_objects(api, "v1", "Node"), [])
             )
-            daemonsets = [daemonset_row(d) for d in find_daemonsets(api).values() if d]
+            found = find_daemonsets(api)
+            served, problems = serving(api, settings, nodes, found)
+            ok = waited.ok and not hopeless and not problems
             elapsed = time.monotonic() - t0
-            diagnosis = [] if ok else diagnose(api, settings, nodes)
+            diagnosis = problems + ([] if waited.ok and not hopeless else diagnose(api, settings, nodes))
     except kube.K8sError as e:
         return PluginsResult("aws", "up", False, str(e), elapsed_s=time.monotonic() - t0)
-    if ok:
-        message = "every GPU node advertises its GPUs and EFA"
-    elif hopeless:
-        message = (
-            f"GPUs/EFA not allocatable after {elapsed:.0f} s: stopped waiting, a device plugin's DaemonSet does "
-            f"not admit the GPU nodes (their labels or taints must change)"
-        )
-    else:
-        message = f"GPUs/EFA not allocatable after {timeout_s:g} s"
     return PluginsResult(
         "aws",
         "up",
         ok,
-        message,
+        _message(ok, problems, hopeless, elapsed, timeout_s),
         nodes=rows or node_rows(nodes, settings),
         install_method=method,
-        daemonsets=daemonsets,
+        daemonsets=all_rows(found),
+        serving=served,
+        notes=_why_notes(settings, found, replaced),
         diagnosis=diagnosis,
         elapsed_s=elapsed,
     )
 
 
 def status(settings: Settings, *, client=None) -> PluginsResult:
-    """The GPU nodes' allocatable and the plugin DaemonSets, without installing anything."""
+    """The GPU nodes' allocatable, the plugin DaemonSets and which serves each node, without installing anything."""
     try:
         with kube.using_client(settings, client) as api:
-            done, rows = devices_ready(settings, kube.list_objects(api, "v1", "Node"))
-            daemonsets = [daemonset_row(d) for d in find_daemonsets(api).values() if d]
+            nodes = kube.list_objects(api, "v1", "Node")
+            done, rows = devices_ready(settings, nodes)
+            found = find_daemonsets(api)
+            served, problems = serving(api, settings, nodes, found)
     except kube.K8sError as e:
         return PluginsResult("aws", "status", False, str(e))
-    return PluginsResult("aws", "status", done, nodes=rows, daemonsets=daemonsets)
+    return PluginsResult(
+        "aws",
+        "status",
+        done and not problems,
+        nodes=rows,
+        daemonsets=all_rows(found),
+        serving=served,
+        diagnosis=problems,
+    )
 
 
 def _delete_plugins(client, *, log) -> None:
-    for key, ds in find_daemonsets(client).items():
-        if ds is None:
-            continue
-        if labels(ds).get("app.kubernetes.io/managed-by") == "Helm" and helm.executable():
-            annotations = (ds.get("metadata") or {}).get("annotations", {})
-            release = (
-                annotations.get("meta.helm.sh/release-name")
-                or (NVIDIA_CHART if key == "nvidia" else EFA_CHART)["release"]
-            )
-            helm.uninstall(client, release, NAMESPACE)
-            log(f"helm uninstall {release} -n {NAMESPACE}")
-        else:
-            kube.delete(client, "apps/v1", "DaemonSet", name_of(ds), NAMESPACE)
-            log(f"deleted DaemonSet {NAMESPACE}/{name_of(ds)}")
+    """The tutorial's own plugins only: its Helm releases (uninstalled) or its rendered DaemonSets."""
+    for dss in find_daemonsets(client).values():
+        for ds in dss:
+            if owners.owner(ds) != owners.TUTORIAL:
+                continue
+            if owners.is_helm(ds) and helm.executable():
+                release = owners.helm_release(ds) or name_of(ds)
+                helm.uninstall(client, release, NAMESPACE)
+                log(f"helm uninstall {release} -n {NAMESPACE}")
+            else:
+                kube.delete(client, "apps/v1", "DaemonSet", name_of(ds), NAMESPACE)
+                log(f"deleted DaemonSet {NAMESPACE}/{name_of(ds)}")
+
+
+def _teardown_rows(found: dict[str, list[dict]]) -> list[tuple[str, str]]:
+    rows = []
+    for key, dss in found.items():
+        mine = [d for d in dss if owners.owner(d) == owners.TUTORIAL]
+        rows.append((f"DaemonSet ({key} device plugin)", "STILL PRESENT: " + name_of(mine[0]) if mine else "absent"))
+        for d in dss:
+            if owners.owner(d) == owners.EKSCTL:
+                rows.append((f"DaemonSet {name_of(d)}", "kept: eksctl's own; `eksctl delete cluster` removes it"))
+            elif owners.owner(d) == owners.OTHER:
+                rows.append((f"DaemonSet {name_of(d)}", "kept: not installed by the tutorial"))
+    return rows
 
 
 def teardown(
@@ -430,7 +512,8 @@ def teardown(
     client=None,
     log=print,
 ) -> PluginsResult:
-    """Delete both plugins (Helm releases or the rendered DaemonSets); verified by listing. Never prompts."""
+    """Delete the tutorial's two plugins (Helm releases or the rendered DaemonSets), verified by listing; a plugin
+    the tutorial did not install (eksctl's EFA copy re-created by a later node group) is kept. Never prompts."""
     if not assume_yes:
         return PluginsResult(
             "aws",
@@ -443,27 +526,26 @@ def teardown(
         with kube.using_client(settings, client) as api:
             _delete_plugins(api, log=log)
             waited = kube.wait_for(
-                lambda: (not any(find_daemonsets(api).values()), None), timeout_s=timeout_s, interval_s=poll_s
+                lambda: (not any(tutorial_daemonsets(find_daemonsets(api)).values()), None),
+                timeout_s=timeout_s,
+                interval_s=poll_s,
             )
             left = find_daemonsets(api)
     except kube.K8sError as e:
         return PluginsResult("aws", "teardown", False, str(e), elapsed_s=time.monotonic() - t0)
-    rows = [
-        (f"DaemonSet ({key} device plugin)", "STILL PRESENT: " + name_of(ds) if ds else "absent")
-        for key, ds in left.items()
-    ]
     return PluginsResult(
         "aws",
         "teardown",
         waited.ok,
-        "device plugins deleted" if waited.ok else "plugins still present",
-        deleted=rows,
+        "the tutorial's device plugins deleted" if waited.ok else "plugins still present",
+        deleted=_teardown_rows(left),
         elapsed_s=time.monotonic() - t0,
     )
 
 
 __all__ = [
     "PLUGINS",
+    "all_rows",
     "daemonset_row",
     "devices",
     "devices_ready",
@@ -473,6 +555,8 @@ __all__ = [
     "gpu_nodes",
     "install",
     "node_rows",
+    "serving",
     "status",
     "teardown",
+    "tutorial_daemonsets",
 ]

@@ -44,6 +44,12 @@ Scenarios (:data:`SCENARIOS`): ``healthy`` (nothing installed yet; every step ca
 ``pods-pending`` (plugins and operator installed, but the GPU nodes carry an extra ``dedicated`` taint),
 ``head-never-ready`` (plugins and operator installed; the Ray head runs but never becomes Ready).
 
+Options beside the scenarios: ``eksctl_efa_plugin=True`` puts eksctl's own EFA device plugin DaemonSet in
+kube-system first, as ``eksctl create nodegroup`` of an ``efaEnabled`` node group leaves it
+(:func:`eksctl_efa_daemonset`; put it again with ``mutate`` for a later node group); ``gpu_taints=False`` gives the
+GPU nodes no taints, as the tutorial's GPU node group is rendered; ``image_pull_fail=TEXT`` keeps the pods whose
+image contains TEXT Pending in ``ImagePullBackOff``, as the kubelet reports a tag the registry lacks.
+
 What it does not do: TLS, watches, admission webhooks, the real scheduler's scoring, strategic-merge or
 JSON patches, CEL validation rules.
 """
@@ -120,6 +126,81 @@ HARDWARE: dict[str, tuple[int, int, int, int]] = {
     "p6-b200.48xlarge": (192, 2048, 8, 8),
 }
 
+#: The instance-type allowlist of the EFA device plugin DaemonSet eksctl creates itself with ``efaEnabled: true``
+#: (eksctl-io/eksctl at 99984adb, pkg/addons/assets/efa-device-plugin.yaml, read 2026-12-04): no p6 and no g7 types.
+EKSCTL_EFA_ALLOWLIST = """
+m5dn.24xlarge m5dn.metal m5n.24xlarge m5n.metal m5zn.12xlarge m5zn.metal m6a.48xlarge m6a.metal m6i.32xlarge m6i.metal
+m6id.32xlarge m6id.metal m6idn.32xlarge m6idn.metal m6in.32xlarge m6in.metal m7a.48xlarge m7a.metal-48xl m7g.16xlarge
+m7g.metal m7gd.16xlarge m7i.48xlarge m7i.metal-48xl c5n.9xlarge c5n.18xlarge c5n.metal c6a.48xlarge c6a.metal
+c6gn.16xlarge c6i.32xlarge c6i.metal c6id.32xlarge c6id.metal c6in.32xlarge c6in.metal c7a.48xlarge c7a.metal-48xl
+c7g.16xlarge c7g.metal c7gd.16xlarge c7gn.16xlarge c7i.48xlarge c7i.metal-48xl r5dn.24xlarge r5dn.metal r5n.24xlarge
+r5n.metal r6a.48xlarge r6a.metal r6i.32xlarge r6i.metal r6idn.32xlarge r6idn.metal r6in.32xlarge r6in.metal
+r6id.32xlarge r6id.metal r7a.48xlarge r7a.metal-48xl r7g.16xlarge r7g.metal r7gd.16xlarge r7i.48xlarge r7i.metal-48xl
+r7iz.32xlarge r7iz.metal-32xl x2idn.32xlarge x2idn.metal x2iedn.32xlarge x2iedn.metal x2iezn.12xlarge x2iezn.metal
+i3en.12xlarge i3en.24xlarge i3en.metal i4g.16xlarge i4i.32xlarge i4i.metal im4gn.16xlarge dl1.24xlarge dl2q.24xlarge
+g4dn.8xlarge g4dn.12xlarge g4dn.16xlarge g4dn.metal g5.8xlarge g5.12xlarge g5.16xlarge g5.24xlarge g5.48xlarge
+g6.8xlarge g6.12xlarge g6.16xlarge g6.24xlarge g6.48xlarge g6e.8xlarge g6e.12xlarge g6e.16xlarge g6e.24xlarge
+g6e.48xlarge gr6.8xlarge inf1.24xlarge p3dn.24xlarge p4d.24xlarge p4de.24xlarge p5.48xlarge p5e.48xlarge p5en.48xlarge
+trn1.32xlarge trn1n.32xlarge trn2.48xlarge vt1.24xlarge hpc6a.48xlarge hpc6id.32xlarge hpc7a.12xlarge hpc7a.24xlarge
+hpc7a.48xlarge hpc7a.96xlarge hpc7g.4xlarge hpc7g.8xlarge hpc7g.16xlarge
+""".split()
+
+
+def eksctl_efa_daemonset(region: str = "us-west-2") -> dict:
+    """The DaemonSet eksctl creates (or replaces) on ``create cluster`` / ``create nodegroup`` when a node group has
+    ``efaEnabled: true``: its asset as applied (no metadata labels; the image of the region's EKS account)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "aws-efa-k8s-device-plugin", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"name": "aws-efa-k8s-device-plugin"}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": {"name": "aws-efa-k8s-device-plugin"}},
+                "spec": {
+                    "tolerations": [
+                        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+                        {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+                    ],
+                    "priorityClassName": "system-node-critical",
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {
+                                                "key": "node.kubernetes.io/instance-type",
+                                                "operator": "In",
+                                                "values": list(EKSCTL_EFA_ALLOWLIST),
+                                            },
+                                            {
+                                                "key": "eks.amazonaws.com/compute-type",
+                                                "operator": "NotIn",
+                                                "values": ["auto"],
+                                            },
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                    "hostNetwork": True,
+                    "containers": [
+                        {
+                            "image": f"602401143452.dkr.ecr.{region}.amazonaws.com/eks/"
+                            "aws-efa-k8s-device-plugin:v0.5.4",
+                            "name": "aws-efa-k8s-device-plugin",
+                            "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
 SCENARIOS: dict[str, dict[str, Any]] = {
     "healthy": {},
     "plugin-desired-0": {"gpu_role_label": False},
@@ -149,6 +230,9 @@ DEFAULTS: dict[str, Any] = dict(
     crd_dir=None,
     head_never_ready=False,
     plugin_crash=None,
+    image_pull_fail=None,
+    eksctl_efa_plugin=False,
+    gpu_taints=True,
     delay_s=0.2,
     preload=(),
     files=None,
@@ -495,10 +579,14 @@ class Cluster:
                 lab["role"] = "gpu-worker"
             if o["gpu_present_label"]:
                 lab["nvidia.com/gpu.present"] = "true"
-            taints = [
-                {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
-                {"key": "aws.amazon.com/efa", "value": "true", "effect": "NoSchedule"},
-            ]
+            taints = (
+                [
+                    {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                    {"key": "aws.amazon.com/efa", "value": "true", "effect": "NoSchedule"},
+                ]
+                if o["gpu_taints"]
+                else []  # the tutorial's GPU node group as rendered (manifests/eksctl-gpu-nodegroup.yaml.j2)
+            )
             if o["extra_gpu_taint"]:
                 taints.append(dict(o["extra_gpu_taint"]))
             node = self._node(name, o["gpu_node_type"], lab, taints)
@@ -523,6 +611,9 @@ class Cluster:
             {"k8s-app": "metrics-server"},
             {"cpu": "100m", "memory": "200Mi"},
         )
+        if o["eksctl_efa_plugin"]:  # eksctl ran with efaEnabled: true (02) before anything of the tutorial's
+            ds = self.put(eksctl_efa_daemonset(o["region"]))
+            ds["_t"] = time.monotonic() - 3600
         if o["plugins_installed"]:
             for ds in self._preinstalled_plugins():
                 self.put(ds)
@@ -660,8 +751,7 @@ class Cluster:
             "containers": [
                 {
                     "name": "aws-efa-k8s-device-plugin",
-                    "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/"
-                    "aws-efa-k8s-device-plugin:v0.5.21-eksbuild.13",
+                    "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
                 }
             ],
         }
@@ -672,16 +762,15 @@ class Cluster:
                 "nvidia-device-plugin-ds",
                 nv_spec,
             ),
-            (
-                ("aws-efa-k8s-device-plugin" if helm else "aws-efa-k8s-device-plugin-daemonset"),
-                "aws-efa-k8s-device-plugin",
-                efa_spec,
-            ),
+            # the tutorial's EFA release (or rendered DaemonSet): the chart names it after the release
+            ("raytrain-aws-efa-k8s-device-plugin", "raytrain-aws-efa-k8s-device-plugin", efa_spec),
         ):
             md: dict[str, Any] = {"name": name, "namespace": "kube-system", "labels": {}}
             if helm:
                 md["labels"]["app.kubernetes.io/managed-by"] = "Helm"
                 md["annotations"] = {"meta.helm.sh/release-name": name}
+            else:
+                md["labels"]["app.kubernetes.io/part-of"] = "raytrain-tutorial"
             out.append(
                 {
                     "apiVersion": "apps/v1",
@@ -907,8 +996,13 @@ class Cluster:
             pod["_started_events"] = True
             self._pull_and_start_events(pod)
         image = " ".join(c.get("image", "") for c in pod["spec"].get("containers") or [])
-        crash = self.o["plugin_crash"]
-        if crash and "device-plugin" in image and crash in image:
+        crash, unpullable = self.o["plugin_crash"], self.o["image_pull_fail"]
+        if unpullable and unpullable in image:  # the kubelet's words when the registry has no such tag
+            self._set_running(
+                pod, ready=False, waiting=("ImagePullBackOff", f'Back-off pulling image "{image}"'), restarts=0
+            )
+            pod["status"]["phase"] = "Pending"  # no container has started
+        elif crash and "device-plugin" in image and crash in image:
             self._set_running(
                 pod, ready=False, waiting=("CrashLoopBackOff", "back-off 5m0s restarting failed container"), restarts=5
             )

@@ -22,7 +22,7 @@ def test_env_yaml_loads_with_every_reference_variable(clean_env):
     assert s.versions.kuberay_version == "1.7.0"
     assert s.versions.ray_version == "2.58.0"
     assert s.versions.nvidia_device_plugin_version == "0.20.0"
-    assert s.versions.efa_device_plugin_version == "v0.5.32"
+    assert s.versions.efa_device_plugin_version == "v0.5.30"
     assert s.kubernetes.namespace == "ray-train"
     assert s.target == "local"
 

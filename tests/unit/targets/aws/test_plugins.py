@@ -65,14 +65,14 @@ def test_healthy_install_waits_for_allocatable():
         assert [row["gpus"] for row in r.nodes] == [4, 4] and all(row["efa"] >= 1 for row in r.nodes)
         assert {d["name"]: d["desired"] for d in r.daemonsets} == {
             "nvidia-device-plugin-daemonset": 2,
-            "aws-efa-k8s-device-plugin-daemonset": 2,
+            "raytrain-aws-efa-k8s-device-plugin": 2,
         }
         # it really waited: the stand-in's plugins register 0.3 s after the apply
         assert r.elapsed_s >= 0.25
         applied = [(k, n) for k, _, n in st.cluster.applied]
         assert applied == [
             ("DaemonSet", "nvidia-device-plugin-daemonset"),
-            ("DaemonSet", "aws-efa-k8s-device-plugin-daemonset"),
+            ("DaemonSet", "raytrain-aws-efa-k8s-device-plugin"),
         ]
         # idempotent: a second run re-applies and changes nothing
         pods_before = sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system"))
@@ -111,13 +111,14 @@ def test_plugins_stop_waiting_when_the_daemonsets_cannot_reach_the_nodes():
 
 def test_instance_type_outside_the_efa_allowlist():
     s = settings()
-    with standin("healthy", set_env=True, delay_s=0.05, node_instance_type_label="p6-b200.48xlarge"):
+    # g6.4xlarge has no EFA: not on the chart's allowlist (p6-b200.48xlarge is, in chart v0.5.30)
+    with standin("healthy", set_env=True, delay_s=0.05, node_instance_type_label="g6.4xlarge"):
         r = plugins.devices(s, **SHORT)
     assert not r.ok
     desired = {d["name"]: d["desired"] for d in r.daemonsets}
-    assert desired == {"nvidia-device-plugin-daemonset": 2, "aws-efa-k8s-device-plugin-daemonset": 0}
+    assert desired == {"nvidia-device-plugin-daemonset": 2, "raytrain-aws-efa-k8s-device-plugin": 0}
     text = "\n".join(r.diagnosis)
-    assert "EFA device plugin" in text and "p6-b200.48xlarge is not in the EFA plugin's allowlist" in text
+    assert "EFA device plugin" in text and "g6.4xlarge is not in the EFA plugin's allowlist" in text
     assert "NVIDIA device plugin: DaemonSet" not in text
 
 
@@ -130,11 +131,11 @@ def test_helm_path_pins_chart_versions_and_diagnoses_the_gpu_present_label(tmp_p
     calls = helm_calls(log)
     assert [c["args"][:3] for c in calls] == [
         ["upgrade", "--install", "nvidia-device-plugin"],
-        ["upgrade", "--install", "aws-efa-k8s-device-plugin"],
+        ["upgrade", "--install", "raytrain-aws-efa-k8s-device-plugin"],
     ]
     nv, efa = calls
     assert nv["args"][nv["args"].index("--version") + 1] == "0.20.0"
-    assert efa["args"][efa["args"].index("--version") + 1] == "v0.5.32"
+    assert efa["args"][efa["args"].index("--version") + 1] == "v0.5.30"
     assert nv["args"][nv["args"].index("--repo") + 1] == "https://nvidia.github.io/k8s-device-plugin"
     assert efa["args"][efa["args"].index("--repo") + 1] == "https://aws.github.io/eks-charts"
     for c in calls:
