@@ -1,15 +1,17 @@
 """One module per notebook, each target-agnostic: it calls the target ``targets.for_settings`` hands it.
 
-01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify · 07 benchmark · 08 teardown
+01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 train · 06 verify (and completions: the model's
+before/after table) · 07 benchmark · 08 teardown
 """
 
-from . import benchmark, capacity, cluster, display, kuberay, overview, plugins, teardown, train, verify
+from . import benchmark, capacity, cluster, completions, display, kuberay, overview, plugins, teardown, train, verify
 from .overview import describe
 
 __all__ = [
     "benchmark",
     "capacity",
     "cluster",
+    "completions",
     "describe",
     "display",
     "kuberay",
