@@ -42,6 +42,12 @@ def completion_ok(correct: int, total: int, threshold: float = COMPLETION_THRESH
     return ok, evidence
 
 
+def right(continuation: str, expected: str) -> bool:
+    """The continuation starts with the expected letters: the byte tokenizer makes exactly them, a pretrained
+    model's tokenizer may make a few more with its last token."""
+    return bool(expected) and continuation.startswith(expected)
+
+
 def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[str, Any] | None:
     """The criterion row: the exported model completes >= 90 % of the held-out prompts exactly (n/a where the data
     has no expected continuation). Returns the generations (for 06's table) or None when none were made."""
@@ -61,7 +67,7 @@ def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[s
     if out["path"] is None:
         crit.add(name, False, "no exported model recorded for this run: run 05_train with train.export: true")
         return out
-    correct = sum(after == expected for _, expected, _, after in out["rows"])
+    correct = sum(right(after, expected) for _, expected, _, after in out["rows"])
     ok, evidence = completion_ok(correct, len(out["rows"]))
     crit.add(name, ok, evidence + f" (initial weights: {out['before']:.0%})")
     return out
@@ -103,7 +109,7 @@ def generate(
         rows.append((prompt, expected if expected is not None else "-", *outs))
     scored = [r for r, (_, e) in zip(rows, pairs, strict=True) if e is not None]
     acc = {
-        k: (sum(r[2 + i] == r[1] for r in scored) / len(scored) if scored else None)
+        k: (sum(right(r[2 + i], r[1]) for r in scored) / len(scored) if scored else None)
         for i, k in enumerate(("before", "after"))
     }
     if show:

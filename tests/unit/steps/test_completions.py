@@ -108,3 +108,9 @@ def test_a_pretrained_model_continues_the_users_own_prompts(settings, tmp_path, 
     assert out["rows"][1][2] != out["rows"][1][3], "the two models continue 'abc' differently (seeds 1 and 2)"
     text = capsys.readouterr().out
     assert "prompt" in text and "hello wor" in text and "exactly right" not in text
+
+
+def test_a_continuation_is_right_when_it_starts_with_the_expected_letters():
+    assert completions.right("efgh", "efgh") and completions.right("efghij", "efgh")  # a BPE token may run on
+    assert not completions.right("efg", "efgh") and not completions.right("<eos>efgh", "efgh")
+    assert not completions.right("anything", "")
