@@ -241,3 +241,26 @@ def test_no_failure_and_resume_from_an_earlier_job(settings, good_run, monkeypat
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     assert row.status == "PASS", row.evidence
     assert row.evidence == "no worker failure, resumed from step 2 (an earlier job); steps 3-4 of 4 trained"
+
+
+def test_the_exported_model_is_a_row_of_the_criteria_table(settings, good_run, monkeypatch, tmp_path):
+    """06's table carries the completion row: an export that never trained (the initial weights) fails it, with
+    its generations kept for section 5's table; without an export recorded, the row fails and says so."""
+    torch = pytest.importorskip("torch")
+    from raytrain_helpers.worker import model as model_mod
+    from tests.helpers import SMALL_MODEL
+
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    name = "trained model completes held-out prompts"
+    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False)
+    assert _status(v, name) == "FAIL" and not v.ok and v.generations["rows"] == []
+    torch.manual_seed(0)
+    model = model_mod.build_random(SMALL_MODEL, "cpu")
+    model_mod.write_hf_folder(model.state_dict(), model.config, str(tmp_path / "model"), model_dir=None, meta={})
+    run = copy.deepcopy(good_run)
+    run.config.update(model=SMALL_MODEL, seed=0, data="learnable", export_path=str(tmp_path / "model"))
+    v = verify.verify(settings, run, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name.startswith(name))
+    assert row.status == "FAIL" and "/20 exactly right" in row.evidence and len(v.generations["rows"]) == 20
+    names = [c.name for c in v.criteria.items]
+    assert names.index(row.name) == names.index("the model learned (held-out eval loss >= 5 % lower)") + 1
