@@ -380,14 +380,14 @@ class TrainSettings(_Group):
     kind (`.jsonl` and `.parquet` need a `text` column), `s3://bucket/prefix` (aws), or `random` (uniform token ids,
     for throughput benchmarks only: nothing can be learned). Tokenized with the model's tokenizer when `model_id`
     has one, else bytes; packed to `seq_len`; one text in 20 is held out for evaluation."""
-    eval_every: int = 2
+    eval_every: int = 20
     """Held-out eval loss every K steps (0 or more; also before the first step and after the last; 0 = only
     those)."""
     export: bool = True
     """Write the trained model once at the end as a Hugging Face folder (`config.json`, `model.safetensors`,
     tokenizer) to `runs/<run_name>/model`, or `<storage_path>/<run_name>/model` for s3 storage; false = only the
     sharded checkpoints."""
-    steps: int = 8
+    steps: int = 80
     """Training steps (at least 1)."""
     seq_len: int = 128
     """Tokens per sequence (at least 8), e.g. 128 for `tiny`, 2048 for `qwen2.5-1.5b`."""
@@ -400,7 +400,7 @@ class TrainSettings(_Group):
     the `learnable` data within the default steps), 1e-4 for the other presets, 2e-5 when fine-tuning `model_id`."""
     num_workers: int = 0
     """Ray Train workers (ranks); 0 = every GPU (or every worker slot on CPU)."""
-    checkpoint_every: int = 4
+    checkpoint_every: int = 40
     """Write a sharded checkpoint every K steps and at the end; 0 = only at the end."""
     seed: int = 0
     """Random seed of the initial weights and the synthetic tokens (0 or more)."""

@@ -39,9 +39,9 @@ class MemoryPlan:
     params: int
     world_size: int
     precision: str  # bf16-mixed (GPU) or fp32 (CPU)
-    # the seeds' accounting: bf16 params + bf16 grads + two bf16 AdamW states = 8 bytes/param
-    seed_total_gib: float
-    seed_per_device_gib: float
+    # the source article's accounting: bf16 params + bf16 grads + two bf16 AdamW states = 8 bytes/param
+    article_total_gib: float
+    article_per_device_gib: float
     # what this tutorial's job really keeps, sharded: fp32 master params + fp32 grads + 2 fp32 AdamW states
     state_bytes_per_param: int
     state_total_gib: float
@@ -70,8 +70,8 @@ class MemoryPlan:
             ),
             ("world size", str(self.world_size)),
             (
-                "seed's figure (bf16 params+grads+AdamW, 8 B/param)",
-                f"{hb(self.seed_total_gib * g)} total, {hb(self.seed_per_device_gib * g)} per device",
+                "the source article's figure (bf16 params+grads+AdamW, 8 B/param)",
+                f"{hb(self.article_total_gib * g)} total, {hb(self.article_per_device_gib * g)} per device",
             ),
             (
                 f"this job's sharded state ({self.precision}, {self.state_bytes_per_param} B/param)",
@@ -102,7 +102,7 @@ def memory_plan(
         raise ValueError("world_size must be at least 1")
     n = count_params(model_cfg)
     p = n["total"]
-    seed_total = p * 8 / GIB
+    article_total = p * 8 / GIB
     state_bpp = 16  # fp32 param + fp32 grad + fp32 exp_avg + fp32 exp_avg_sq
     state_total = p * state_bpp / GIB
     compute_bytes = 2 if on_gpu else 4
@@ -131,8 +131,8 @@ def memory_plan(
         params=p,
         world_size=world_size,
         precision=("bf16-mixed" if on_gpu else "fp32") + (", liger kernels" if kernels == "liger" else ""),
-        seed_total_gib=seed_total,
-        seed_per_device_gib=seed_total / world_size,
+        article_total_gib=article_total,
+        article_per_device_gib=article_total / world_size,
         state_bytes_per_param=state_bpp,
         state_total_gib=state_total,
         state_per_device_gib=state_total / world_size,
@@ -225,8 +225,8 @@ def aws_plan(settings: Settings) -> MemoryPlan:
     return plan_for(settings, world, on_gpu=True, device_mem_gib=it["gpu_mem_gib"])
 
 
-def seed_plan() -> MemoryPlan:
-    """The seeds' example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
+def article_plan() -> MemoryPlan:
+    """The source article's example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
     return memory_plan(
         PRESETS["qwen2.5-1.5b"],
         world_size=8,
@@ -238,8 +238,8 @@ def seed_plan() -> MemoryPlan:
     )
 
 
-def seed_figure_check() -> tuple[float, float]:
-    """The seeds' numbers: Qwen2.5-1.5B at 8 bytes/param is about 12 GB, 1.5 GB per GPU over 8."""
+def article_figure_check() -> tuple[float, float]:
+    """The source article's numbers: Qwen2.5-1.5B at 8 bytes/param is about 12 GB, 1.5 GB per GPU over 8."""
     p = count_params(PRESETS["qwen2.5-1.5b"])["total"]
     return p * 8 / 1e9, p * 8 / 8 / 1e9
 

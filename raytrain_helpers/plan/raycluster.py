@@ -27,8 +27,10 @@ OPERATOR_NAMESPACE = "kuberay-system"
 OPERATOR_RELEASE = "kuberay-operator"
 KUBERAY_HELM_REPO = "https://ray-project.github.io/kuberay-helm/"
 OPERATOR_IMAGE = "quay.io/kuberay/operator:v{version}"
-#: Interfaces NCCL must not use for its bootstrap/socket traffic: loopback, Docker's bridge and the
-#: EKS Pod Identity link-local interface (NCCL picks it otherwise and the ranks cannot reach each other).
+#: Interfaces NCCL must not use for its bootstrap/socket traffic: loopback, Docker's bridge and the EKS Pod
+#: Identity agent's link-local interface. The agent creates ``pod-id-link0`` (169.254.170.23) on the node, in the
+#: host network (aws/eks-pod-identity-agent, configuration: AgentLinkName; EKS user guide, pod-id-agent-setup,
+#: checked 2026-12-04): a pod with its own network namespace does not see it, a host-network pod would.
 SOCKET_IFNAME_EXCLUDE = ("lo", "docker0", "pod-id-link0")
 NCCL_SOCKET_IFNAME = "^" + ",".join(SOCKET_IFNAME_EXCLUDE)
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")

@@ -113,6 +113,8 @@ def _kuberay_commands(settings: Settings) -> list[tuple[str, str]]:
     files = [name for name, obj in manifests.render_all(settings, include_alternatives=False)]
     rc_file = next(f for f in files if "-raycluster-" in f)
     ns_file = next(f for f in files if f.endswith(f"-namespace-{k.namespace}.yaml"))
+    # the pods' ServiceAccount: the RayCluster names it (serviceAccountName), and pods of a missing one are refused
+    sa_file = next(f for f in files if f.endswith(f"-serviceaccount-{k.service_account}.yaml"))
     return [
         ("the chart repository", f"helm repo add kuberay {raycluster.KUBERAY_HELM_REPO}"),
         (
@@ -123,8 +125,8 @@ def _kuberay_commands(settings: Settings) -> list[tuple[str, str]]:
         ),
         ("every manifest, one object per file", "raytrain-tutorial render --target aws --out rendered"),
         (
-            "namespace and RayCluster (server-side apply)",
-            f"kubectl apply --server-side -f rendered/{ns_file} -f rendered/{rc_file}",
+            "namespace, the pods' ServiceAccount and RayCluster (server-side apply)",
+            f"kubectl apply --server-side -f rendered/{ns_file} -f rendered/{sa_file} -f rendered/{rc_file}",
         ),
         ("the RayCluster's state", f"kubectl -n {k.namespace} get raycluster {k.ray_cluster_name}"),
         (

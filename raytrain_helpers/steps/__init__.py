@@ -1,13 +1,14 @@
 """One module per notebook, each target-agnostic: it calls the target ``targets.for_settings`` hands it.
 
-01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 transport (the check before) and train · 06 verify ·
-07 benchmark · 08 teardown
+01 capacity · 02 cluster · 03 plugins · 04 kuberay · 05 transport (the check before) and train · 06 verify (and
+completions: the model's before/after table) · 07 benchmark · 08 teardown
 """
 
 from . import (
     benchmark,
     capacity,
     cluster,
+    completions,
     display,
     documents,
     kuberay,
@@ -24,6 +25,7 @@ __all__ = [
     "benchmark",
     "capacity",
     "cluster",
+    "completions",
     "describe",
     "display",
     "documents",

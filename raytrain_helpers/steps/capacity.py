@@ -11,8 +11,8 @@ from typing import Any
 
 from ..core.config import Settings
 from ..plan import perf
-from ..plan.memory import MemoryPlan, seed_figure_check
-from ..plan.memory import seed_plan as seed_memory_plan
+from ..plan.memory import MemoryPlan, article_figure_check
+from ..plan.memory import article_plan as article_memory_plan
 from ..targets import StepResult, for_settings
 from ..targets.base import PreflightResult
 
@@ -40,9 +40,9 @@ def check(settings: Settings, *, probe: bool = False, assume_yes: bool = False, 
     return for_settings(settings).capacity(settings, probe=probe, assume_yes=assume_yes, regions=regions)
 
 
-def seed_plan() -> MemoryPlan:
+def article_plan() -> MemoryPlan:
     """The source article's example: Qwen2.5-1.5B sharded over 8 L4 GPUs (2 x g6.12xlarge)."""
-    return seed_memory_plan()
+    return article_memory_plan()
 
 
 def predict(settings: Settings, cap: StepResult | None = None) -> dict[str, perf.Prediction]:
@@ -58,4 +58,12 @@ def show_prediction(settings: Settings, cap: StepResult | None = None) -> None:
     perf.show_predictions(predict(settings, cap))
 
 
-__all__ = ["PreflightFailed", "preflight", "check", "predict", "show_prediction", "seed_plan", "seed_figure_check"]
+__all__ = [
+    "PreflightFailed",
+    "preflight",
+    "check",
+    "predict",
+    "show_prediction",
+    "article_plan",
+    "article_figure_check",
+]

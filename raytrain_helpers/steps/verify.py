@@ -7,11 +7,8 @@ every rank pair read from the workers' own logs. Rows that do not apply to the t
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +17,12 @@ from ..clients.rayjobs import JobRun, JobStatusError
 from ..core.config import Settings
 from ..core.constants import GIB, SUCCESS_RE
 from ..core.criteria import Criteria
-from ..core.tables import human_bytes, table
+from ..core.tables import human_bytes
 from ..plan.memory import MemoryPlan, model_config, plan_for
 from ..targets import for_settings
-from ..worker import data as worker_data
-from ..worker import model as worker_model
 from ..worker.train import restore_check
+from .completions import check_completions, show_generations
+from .completions import generate as generate  # 06 and scripts call rt.steps.verify.generate
 from .train import live_status, load_last, runs_dir
 
 
@@ -47,6 +44,7 @@ class Verification:
     plan: Any = None
     audit: Any = None
     placement: list = field(default_factory=list)
+    generations: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,8 +70,10 @@ def verify(
     check_restore: bool = True,
     audit: Any = None,
     audit_error: str | None = None,
+    check_model: bool = True,
 ) -> Verification:
-    """Check the last job of the run against every criterion that applies to the target."""
+    """Check the last job of the run against every criterion that applies to the target (``check_model=False``:
+    the exported model is not loaded and continued, and its row is left out)."""
     target = for_settings(settings)
     run = run or load_last(settings, run_name)
     crit = Criteria(f"verification of run {run_name or settings.run_name!r} on target {target.NAME!r}")
@@ -94,6 +94,7 @@ def verify(
     check_restarts(crit, run)
     check_loss(crit, run)
     check_learned(crit, run)
+    generations = check_completions(crit, settings, run) if check_model else None
     check_checkpoint(crit, settings, run, check_restore)
     plan = plan_for(
         settings,
@@ -105,7 +106,7 @@ def verify(
     check_memory(crit, run, plan)
     check_transport(crit, target.expected_transport(settings, 1 if on_gpu(run) else 0), audit, audit_error)
     check_audit_world(crit, audit, world)
-    return Verification(crit, run=run, plan=plan, audit=audit, placement=placement)
+    return Verification(crit, run=run, plan=plan, audit=audit, placement=placement, generations=generations)
 
 
 def ran_kernels(run: JobRun | None) -> str | None:
@@ -339,7 +340,9 @@ def audit_run(settings: Settings, run: JobRun, logs: str | None = None):
     return nccl.audit(text, expect=expect)
 
 
-def run(settings: Settings, *, run_name: str | None = None, check_restore: bool = True) -> Verification:
+def run(
+    settings: Settings, *, run_name: str | None = None, check_restore: bool = True, check_model: bool = True
+) -> Verification:
     """06_verify's entry point: collect the run's worker logs, audit them, check every criterion."""
     job = load_last(settings, run_name)
     audit, error = None, None
@@ -348,7 +351,15 @@ def run(settings: Settings, *, run_name: str | None = None, check_restore: bool 
             audit = audit_run(settings, job)
         except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
             error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
-    return verify(settings, job, run_name=run_name, check_restore=check_restore, audit=audit, audit_error=error)
+    return verify(
+        settings,
+        job,
+        run_name=run_name,
+        check_restore=check_restore,
+        audit=audit,
+        audit_error=error,
+        check_model=check_model,
+    )
 
 
 #: "The model learned": the mean of the last evals is at least this fraction below the first eval.
@@ -385,99 +396,11 @@ def check_learned(crit: Criteria, run: JobRun, margin: float = LEARNED_MARGIN) -
     crit.add(f"the model learned (held-out eval loss >= {margin * 100:.0f} % lower)", ok, evidence)
 
 
-def generate(
-    settings: Settings,
-    prompts: list[str] | None = None,
-    *,
-    run_name: str | None = None,
-    max_new_tokens: int = 4,
-    show: bool = True,
-) -> dict[str, Any]:
-    """The exported model, loaded with ``AutoModelForCausalLM.from_pretrained`` in this process, continuing
-    held-out prompts greedily beside the initial weights; on ``learnable`` data, the accuracy on those prompts.
-
-    Returns ``{"rows": [(prompt, expected, before, after)], "before": acc, "after": acc, "path": ...}`` (accuracy
-    None when there is no expected answer) and prints a plain-text table."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # plain, stable output (no "Loading weights" bars)
-    job = load_last(settings, run_name)
-    cfg = (job.config if job else None) or {}
-    path = (job.metrics.get("export_path") if job else None) or cfg.get("export_path")
-    if not path:  # nothing to load: say so and leave the failing to the criteria's check
-        print("no exported model recorded for this run: run 05_train (with train.export: true) first")
-        return {"rows": [], "before": None, "after": None, "path": None}
-    with _local_copy(path) as local:
-        tok = AutoTokenizer.from_pretrained(local)
-        after = AutoModelForCausalLM.from_pretrained(local).eval()
-    before = _initial_model(settings, cfg, after).eval()
-    pairs = _prompts(settings, cfg, prompts)
-    rows = []
-    for prompt, expected in pairs:
-        outs = [_greedy(m, tok, prompt, max_new_tokens) for m in (before, after)]
-        rows.append((prompt, expected if expected is not None else "-", *outs))
-    scored = [r for r, (_, e) in zip(rows, pairs, strict=True) if e is not None]
-    acc = {
-        k: (sum(r[2 + i] == r[1] for r in scored) / len(scored) if scored else None)
-        for i, k in enumerate(("before", "after"))
-    }
-    if show:
-        _show_generations(rows, acc, f"{run_name or settings.run_name}/model")
-    return dict(rows=rows, path=path, **acc)
-
-
-@contextlib.contextmanager
-def _local_copy(path: str) -> Iterator[str]:
-    """A local folder holding the exported model while it loads: the folder itself, or a copy of an S3 export that
-    is removed once the model is in memory (a 1.5B model is about 3 GB: one copy per call would pile up)."""
-    if not path.startswith("s3://"):
-        yield path
-        return
-    import pyarrow.fs
-
-    with tempfile.TemporaryDirectory(prefix="raytrain-model-") as out:
-        pyarrow.fs.copy_files(path, out)
-        yield out
-
-
-def _initial_model(settings: Settings, cfg: dict[str, Any], trained):
-    """The weights training started from: the pretrained model_id, or the seeded random init (on CPU)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model_id = cfg.get("model_id") or settings.train.model_id
-    if model_id:
-        return AutoModelForCausalLM.from_pretrained(worker_model.resolve_model_dir(model_id, download=False))
-    torch.manual_seed(int(cfg.get("seed", settings.train.seed)))  # the job's seed, the job's init order
-    return worker_model.build_random(cfg.get("model") or trained.config.to_dict(), "cpu")
-
-
-def _prompts(settings: Settings, cfg: dict[str, Any], prompts: list[str] | None) -> list[tuple[str, str | None]]:
-    if prompts:
-        return [(p, None) for p in prompts]
-    if (cfg.get("data") or settings.train.data) == worker_data.LEARNABLE:
-        return worker_data.held_out_prompts(int(cfg.get("seed", settings.train.seed)), n=12)
-    return [(p, None) for p in ("The", "Once upon a time", "1, 2, 3,")]
-
-
-def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
-    import torch
-
-    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
-    with torch.no_grad():
-        for _ in range(max_new_tokens):  # greedy: the same text on every run
-            nxt = model(input_ids=ids).logits[0, -1].argmax()
-            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
-    text = tok.decode(ids[0, -max_new_tokens:].tolist(), skip_special_tokens=False)
-    if tok.eos_token:
-        text = text.replace(tok.eos_token, "<eos>")
-    return text.replace("\n", "\\n")
-
-
-def _show_generations(rows, acc: dict[str, float | None], path: str) -> None:
-    title = f"greedy continuations of the exported model {path}, beside its initial weights"
-    table(rows, ["held-out prompt", "expected", "initial weights", "trained"], title=title)
-    if acc["after"] is not None:
-        before, after = acc["before"], acc["after"]
-        print(f"accuracy on {len(rows)} held-out prompts: {before:.0%} before training, {after:.0%} after")
+def show_model(v: Verification, settings: Settings, prompts: list[str] | str | None = None) -> dict | None:
+    """06 section 5: the before/after table. Your ``prompts`` are continued by the exported model now; without
+    them, the held-out generations the criterion scored are shown (or made, where the criterion made none)."""
+    if prompts or v.generations is None:
+        return generate(settings, prompts, run=v.run)
+    g = v.generations
+    show_generations(g["rows"], g, f"{settings.run_name}/model")
+    return g

@@ -74,11 +74,15 @@ def is_eval(text: str) -> bool:
 
 
 def held_out_prompts(seed: int, n: int = 20, prompt_len: int = 4, answer_len: int = 4) -> list[tuple[str, str]]:
-    """(prompt, expected continuation) pairs from held-out lines of the learnable corpus, in a fixed order."""
+    """(prompt, expected continuation) pairs cut from held-out lines of the learnable corpus (lines no training
+    row holds, see :func:`is_eval`), in a fixed order: every window of ``prompt_len + answer_len`` letters of
+    those lines, each once. The language has one window per start letter (26), so n is at most 26."""
     seen: dict[str, None] = {}
+    width = prompt_len + answer_len
     for line in learnable_lines(seed):
-        if is_eval(line) and len(line) >= prompt_len + answer_len:
-            seen.setdefault(line[: prompt_len + answer_len])
+        if is_eval(line):
+            for i in range(len(line) - width + 1):
+                seen.setdefault(line[i : i + width])
     pairs = [(s[:prompt_len], s[prompt_len:]) for s in sorted(seen)]
     return pairs[:n]
 

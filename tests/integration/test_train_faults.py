@@ -172,7 +172,7 @@ def test_a_killed_worker_kernel_and_node_lose_no_step(local_settings, local_clus
     assert k2 in range(k1 + 4, trained[-1] + 1, 4), (k1, k2, trained[-1])
     assert re.search(rf"resumed from checkpoint at step {k2}\b", resumed.logs)
     assert resumed.metrics["step"] == STEPS and len(resumed.metrics["losses"]) == STEPS - k2
-    v = verify.run(s)
+    v = verify.run(s, check_model=False)  # a short run: the task is not learned (completions tested elsewhere)
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     assert (row.status, row.evidence) == (
         "PASS",

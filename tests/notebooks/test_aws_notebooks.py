@@ -276,7 +276,7 @@ def test_06_verify_reads_the_infrastructure_and_the_pods_logs(kubeconfig, local_
     assert audit_world == expected, audit_world
     assert rows["GPUs allocatable on every GPU node"] == ("PASS", "2 GPU node(s) advertise nvidia.com/gpu=4")
     assert rows["EFA allocatable on every GPU node"][0] == "PASS"
-    assert rows["EFA RDMA capability (fi_info -p efa)"] == (
+    assert rows["EFA provider with an RDM endpoint (fi_info -p efa)"] == (
         "PASS",
         "2/2 worker pod(s): provider efa, FI_EP_RDM (rdmap0s0-rdm)",
     )

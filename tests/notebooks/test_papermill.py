@@ -96,7 +96,9 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
     out = verify.generate(config.with_overrides(s, steps=5), show=False)  # the exported folder, from_pretrained
     assert out["path"] == second.metrics["export_path"] and len(out["rows"]) >= 10 and out["after"] is not None
 
-    v = verify.run(config.with_overrides(s, steps=5))  # 06's entry point, in this process
+    # 06's entry point, in this process (5 steps do not teach the task: the completion row is checked on the
+    # default run, see tests/unit/steps/test_completions.py)
+    v = verify.run(config.with_overrides(s, steps=5), check_model=False)
     assert v.ok, v.criteria.to_json()
     rows = {c.name: c.status for c in v.criteria.items}
     assert rows["checkpoint restorable"] == "PASS"

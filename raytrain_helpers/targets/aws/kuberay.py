@@ -69,7 +69,9 @@ RAYCLUSTER_CRD = "rayclusters.ray.io"
 #: 06_verify's infrastructure rows on aws (the names the verification table shows).
 INFRA_GPU = "GPUs allocatable on every GPU node"
 INFRA_EFA = "EFA allocatable on every GPU node"
-INFRA_FI = "EFA RDMA capability (fi_info -p efa)"
+#: fi_info -p efa -t FI_EP_RDM: the efa provider offers a reliable-datagram (RDM) endpoint, which aws-ofi-nccl needs
+#: (libfabric fi_efa(7), https://manpages.ubuntu.com/manpages/noble/man7/fi_efa.7.html, checked 2026-12-04)
+INFRA_FI = "EFA provider with an RDM endpoint (fi_info -p efa)"
 INFRA_PODS = "head Ready + workers Running"
 _DONE_PHASES = ("Succeeded", "Failed")
 

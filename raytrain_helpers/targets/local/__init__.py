@@ -112,7 +112,7 @@ def infra_criteria(settings: Settings) -> list[tuple[str, bool | None, str]]:
         for name in (
             "GPUs allocatable on every GPU node",
             "EFA allocatable on every GPU node",
-            "EFA RDMA capability (fi_info -p efa)",
+            "EFA provider with an RDM endpoint (fi_info -p efa)",
         )
     ]
 

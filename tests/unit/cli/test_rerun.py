@@ -40,10 +40,10 @@ def test_an_edit_of_env_yaml_reruns_every_notebook_and_says_why(env_copy):
     steps = _record(before, DIGESTS)
     assert set(_reasons(steps, config.load(env_copy, environ={}), DIGESTS).values()) == {None}
 
-    env_copy.write_text(env_copy.read_text().replace("  steps: 8 ", "  steps: 20 "))
+    env_copy.write_text(env_copy.read_text().replace("  steps: 80 ", "  steps: 20 "))
     after = config.load(env_copy, environ={})
     assert after.train.steps == 20
-    assert set(_reasons(steps, after, DIGESTS).values()) == {"settings changed: train.steps 8 \u2192 20"}
+    assert set(_reasons(steps, after, DIGESTS).values()) == {"settings changed: train.steps 80 \u2192 20"}
 
 
 @pytest.mark.parametrize(

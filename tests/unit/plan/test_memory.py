@@ -21,10 +21,10 @@ def test_untied_embeddings_counted_twice():
 
 
 def test_seed_figures():
-    total_gb, per_gpu_gb = memory.seed_figure_check()
+    total_gb, per_gpu_gb = memory.article_figure_check()
     assert total_gb == pytest.approx(12.35, abs=0.05)  # "about 12 GB"
     assert per_gpu_gb == pytest.approx(1.54, abs=0.02)  # "about 1.5 GB per GPU" over 8
-    plan = memory.seed_plan()
+    plan = memory.article_plan()
     assert plan.world_size == 8 and plan.fits is True
 
 

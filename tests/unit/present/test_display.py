@@ -102,13 +102,19 @@ def test_wrapped_table_wraps_instead_of_cutting():
 
 #: The values of the settings below that each step's commands must carry.
 MY_VALUES = dict(
-    region="eu-west-1", cluster_name="my-eks", namespace="team-a", ray_cluster_name="rc1", kuberay_version="1.3.2"
+    region="eu-west-1",
+    cluster_name="my-eks",
+    namespace="team-a",
+    ray_cluster_name="rc1",
+    kuberay_version="1.3.2",
+    service_account="team-a-sa",
 )
 EXPECTED = {
     "capacity": ["eu-west-1"],
     "cluster": ["eu-west-1", "my-eks"],
     "plugins": ["role=gpu-worker"],
-    "kuberay": ["team-a", "rc1", "1.3.2", "-namespace-team-a.yaml"],
+    # the RayCluster's pods run as the ServiceAccount: applied with it, or the pods are refused
+    "kuberay": ["team-a", "rc1", "1.3.2", "-namespace-team-a.yaml", "-serviceaccount-team-a-sa.yaml"],
     "train": ["team-a", "svc/rc1-head-svc"],
     "verify": ["team-a", "ray.io/cluster=rc1"],
     "benchmark": ["team-a", "NCCL_NET"],

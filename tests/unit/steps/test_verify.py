@@ -68,7 +68,7 @@ def _status(v, name):
 
 def test_good_run_passes(settings, good_run, monkeypatch):
     monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
-    v = verify.verify(settings, good_run, check_restore=False)
+    v = verify.verify(settings, good_run, check_restore=False, check_model=False)
     assert v.ok, v.criteria.to_json()
     assert _status(v, "NCCL transport") == "n/a"
     assert _status(v, "GPUs allocatable") == "n/a"
@@ -90,7 +90,7 @@ def test_broken_runs_fail_the_right_criterion(settings, good_run, monkeypatch, b
     monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
     run = copy.deepcopy(good_run)
     breakage(run)
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     assert not v.ok
     assert _status(v, criterion) == "FAIL", v.criteria.to_json()
     with pytest.raises(AssertionError, match=criterion.split()[0]):
@@ -108,7 +108,7 @@ def test_gpu_run_without_audit_fails_transport(settings, good_run, monkeypatch):
     run = copy.deepcopy(good_run)
     for r in run.metrics["ranks"]:
         r["device"] = "cuda:0"
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     assert _status(v, "NCCL transport") == "FAIL"
 
 
@@ -123,7 +123,7 @@ def test_one_worker_node_alive_fails_placement_and_nodes(settings, good_run, mon
     run = copy.deepcopy(good_run)
     run.metrics["ranks"][1]["node_id"] = W0
     run.result["nodes"] = [n for n in run.result["nodes"] if n["node_id"] != W1]
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     assert _status(v, "workers spread over >= 2 worker nodes") == "FAIL", v.criteria.to_json()
     assert _status(v, "head up, worker nodes running") == "FAIL"
 
@@ -133,7 +133,7 @@ def test_one_rank_needs_one_node_only(settings, good_run, monkeypatch):
     run = copy.deepcopy(good_run)
     run.metrics.update(world_size=1, ranks=run.metrics["ranks"][:1])
     run.logs = "[train] SUCCESS rank=0/1\n"
-    v = verify.verify(config.with_overrides(settings, num_workers=1), run, check_restore=False)
+    v = verify.verify(config.with_overrides(settings, num_workers=1), run, check_restore=False, check_model=False)
     assert _status(v, "workers spread over >= 1 worker nodes") == "PASS", v.criteria.to_json()
 
 
@@ -143,7 +143,7 @@ def test_dead_worker_node_is_named(settings, good_run, monkeypatch):
     run.status = "FAILED"
     run.result.update(ok=False, error="TrainingFailedError: a worker died")
     run.result["nodes"][2].update(alive=False, host="vm-2")
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     job = next(c for c in v.criteria.items if c.name == "job SUCCEEDED")
     assert job.status == "FAIL" and f"died during the run: {W1[:12]} (vm-2)" in job.evidence
     nodes = next(c for c in v.criteria.items if c.name == "head up, worker nodes running")
@@ -163,7 +163,7 @@ def test_audit_world_must_be_the_jobs(settings, good_run, monkeypatch, repo_root
     _gpu(run, 1 << 30)
     audit = nccl.audit((repo_root / "tests" / "fixtures" / "nccl" / fixture).read_text(), expect=expect)
     assert audit.ok
-    v = verify.verify(settings, run, check_restore=False, audit=audit)
+    v = verify.verify(settings, run, check_restore=False, audit=audit, check_model=False)
     assert _status(v, "NCCL transport") == "PASS"
     assert _status(v, "NCCL audit covers the job's 2 ranks") == ("PASS" if ok else "FAIL"), v.criteria.to_json()
 
@@ -180,7 +180,7 @@ def test_gpu_memory_against_the_plan(settings, good_run, monkeypatch, peak_gib, 
     _gpu(run, int((peak_gib if peak_gib is not None else plan.peak_per_device_gib) * 1024**3))
     for r in run.metrics["ranks"]:
         r["state_bytes"]["total"] = int(plan.state_per_device_gib * 1024**3 * state_scale)
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     row = next(c for c in v.criteria.items if c.name == "measured memory vs the plan")
     assert row.status == ("PASS" if ok else "FAIL"), row.evidence
     assert "GPU peak" in row.evidence
@@ -191,7 +191,7 @@ def test_live_status_unavailable_fails_with_the_reason(settings, good_run, monke
         raise verify.JobStatusError("cannot read the status of raytrain-x: ConnectionError: refused")
 
     monkeypatch.setattr(verify, "live_status", unreachable)
-    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False)
+    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False, check_model=False)
     job = next(c for c in v.criteria.items if c.name == "job SUCCEEDED")
     assert job.status == "FAIL" and "ConnectionError: refused" in job.evidence
 
@@ -220,14 +220,14 @@ def test_restart_after_a_failure_is_reported_with_every_step(settings, good_run,
     second = _marker(0, 21) + "(RayTrainWorker pid=21) [train] resumed from checkpoint at step 2 (/x)\n"
     second += "".join(_step(k, 4, 21) for k in (3, 4))
     run.logs += first + first + second  # Ray prints some lines twice
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     assert row.status == "PASS" and row.evidence == "resumed after 1 failure from step 2; steps 1-4 of 4 trained"
 
     lost = copy.deepcopy(good_run)
     lost.logs += first + second.replace("at step 2", "at step 3").replace(_step(3, 4, 21), "")
     lost.logs = lost.logs.replace(_step(3, 4, 11), "")
-    v = verify.verify(settings, lost, check_restore=False)
+    v = verify.verify(settings, lost, check_restore=False, check_model=False)
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     assert row.status == "FAIL" and "missing 3" in row.evidence, row.evidence
 
@@ -237,7 +237,30 @@ def test_no_failure_and_resume_from_an_earlier_job(settings, good_run, monkeypat
     run = copy.deepcopy(good_run)
     run.logs += _marker(0, 11) + "(RayTrainWorker pid=11) [train] resumed from checkpoint at step 2 (/x)\n"
     run.logs += _step(3, 4, 11) + _step(4, 4, 11)
-    v = verify.verify(settings, run, check_restore=False)
+    v = verify.verify(settings, run, check_restore=False, check_model=False)
     row = next(c for c in v.criteria.items if c.name == "every step trained, failures recovered")
     assert row.status == "PASS", row.evidence
     assert row.evidence == "no worker failure, resumed from step 2 (an earlier job); steps 3-4 of 4 trained"
+
+
+def test_the_exported_model_is_a_row_of_the_criteria_table(settings, good_run, monkeypatch, tmp_path):
+    """06's table carries the completion row: an export that never trained (the initial weights) fails it, with
+    its generations kept for section 5's table; without an export recorded, the row fails and says so."""
+    torch = pytest.importorskip("torch")
+    from raytrain_helpers.worker import model as model_mod
+    from tests.helpers import SMALL_MODEL
+
+    monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
+    name = "trained model completes held-out prompts"
+    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False)
+    assert _status(v, name) == "FAIL" and not v.ok and v.generations["rows"] == []
+    torch.manual_seed(0)
+    model = model_mod.build_random(SMALL_MODEL, "cpu")
+    model_mod.write_hf_folder(model.state_dict(), model.config, str(tmp_path / "model"), model_dir=None, meta={})
+    run = copy.deepcopy(good_run)
+    run.config.update(model=SMALL_MODEL, seed=0, data="learnable", export_path=str(tmp_path / "model"))
+    v = verify.verify(settings, run, check_restore=False)
+    row = next(c for c in v.criteria.items if c.name.startswith(name))
+    assert row.status == "FAIL" and "/20 exactly right" in row.evidence and len(v.generations["rows"]) == 20
+    names = [c.name for c in v.criteria.items]
+    assert names.index(row.name) == names.index("the model learned (held-out eval loss >= 5 % lower)") + 1

@@ -45,7 +45,7 @@ def test_an_s3_export_is_loaded_and_its_local_copy_removed(clean_env, repo_root,
         s3.create_bucket(Bucket="rt-models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
         model_mod.write_hf_folder(model.state_dict(), model.config, EXPORT, model_dir=None, meta={})
         out = verify.generate(settings, show=False)
-    assert out["path"] == EXPORT and len(out["rows"]) == 12
+    assert out["path"] == EXPORT and len(out["rows"]) == 20
     # the export holds the model it was made from: trained and initial weights (the job's seed) continue alike
     assert all(after == before for _, _, before, after in out["rows"]), out["rows"]
     left = [p.name for p in scratch.iterdir() if p.name.startswith("raytrain-model-")]
