@@ -1,6 +1,6 @@
 """``raytrain-tutorial config``: the resolved settings and where each came from, or every setting's documentation.
 
-``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.config``); docs/settings.md's
+``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.settings``); docs/settings.md's
 settings table is the ``--markdown`` output, and a test keeps the two equal.
 """
 
