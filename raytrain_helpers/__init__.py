@@ -13,10 +13,10 @@ __version__ = "0.1.0"
 
 _SUBPACKAGES = ("core", "plan", "nccl", "clients", "targets", "present", "steps", "worker", "cli")
 _NAMES = {
-    "ConfigError": "core.config",
-    "Settings": "core.config",
-    "load": "core.config",
-    "settings_from": "core.config",
+    "ConfigError": "core.validation",
+    "Settings": "core.settings",
+    "load": "core.loading",
+    "settings_from": "core.parameters",
     "table": "core.tables",
     "describe": "steps.overview",
 }

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..core.config import ConfigError
+from ..core.validation import ConfigError
 
 COMMAND_MODULES = ("run", "check", "config", "local", "nccl", "aws", "kube", "handout", "report", "workdir")
 

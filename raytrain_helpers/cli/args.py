@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..core.config import Settings, load, parse_param
+from ..core.loading import load, parse_param
+from ..core.settings import Settings
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:

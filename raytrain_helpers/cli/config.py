@@ -1,6 +1,6 @@
 """``raytrain-tutorial config``: the resolved settings and where each came from, or every setting's documentation.
 
-``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.config``); docs/settings.md's
+``--names`` and ``--markdown`` are generated from the settings' field docstrings (``core.settings``); docs/settings.md's
 settings table is the ``--markdown`` output, and a test keeps the two equal.
 """
 
@@ -11,7 +11,8 @@ import json
 import textwrap
 from typing import Any
 
-from ..core.config import FieldDoc, dump_yaml, env_var_name, field_docs, sources
+from ..core.loading import dump_yaml, sources
+from ..core.names import FieldDoc, env_var_name, field_docs
 from .args import add_settings_args, settings_from_args
 
 MARKDOWN_HEADER = "| setting (env.sh name) | default | meaning |\n|---|---|---|"

@@ -25,9 +25,12 @@ from typing import Any
 
 import yaml
 
-from ..core.config import ConfigError, Settings, load, resolve_key
+from ..core.loading import load
+from ..core.names import resolve_key
 from ..core.paths import notebooks_dir
+from ..core.settings import Settings
 from ..core.tables import format_table
+from ..core.validation import ConfigError
 from ..targets import for_settings
 
 #: The roster's required column.

@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..core.config import ConfigError
 from ..core.paths import runs_dir
+from ..core.validation import ConfigError
 from .args import add_settings_args, settings_from_args
 
 #: ``<script src="https://...">`` tags the HTML template adds for interactive widgets and maths.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..core.config import load
+from ..core.loading import load
 from ..steps import teardown
 from .args import add_settings_args, cli_params, settings_from_args
 from .runner import canonical_params, list_notebooks, run_notebooks

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import FLAT_FIELDS, ConfigError, Settings, loaded_env_file, parse_param
+from ..core.loading import loaded_env_file, parse_param
 from ..core.paths import notebooks_dir, run_dir, runs_dir
+from ..core.settings import FLAT_FIELDS, Settings
 from ..core.tables import table
+from ..core.validation import ConfigError
 from ..targets import for_settings, local
 
 #: The notebook re-run before a resumed later one: it brings the cluster up again, or reuses a running one.

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Settings
 from ..core.constants import LOOPBACK
+from ..core.settings import Settings
 
 FIELD_MANAGER = "raytrain-tutorial"
 

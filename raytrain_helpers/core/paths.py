@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .config import Settings, find_env_file, loaded_env_file
+from .loading import find_env_file, loaded_env_file
+from .settings import Settings
 
 #: The ``raytrain_helpers`` package directory (what travels to the cluster as the job's working_dir).
 PACKAGE_DIR = Path(__file__).resolve().parent.parent

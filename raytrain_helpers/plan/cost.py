@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core import eks_versions
-from ..core.config import ConfigError, Settings
+from ..core.settings import Settings
+from ..core.validation import ConfigError
 
 AS_OF = "2025-07"
 LIST_REGIONS = ("us-east-1", "us-east-2", "us-west-2")

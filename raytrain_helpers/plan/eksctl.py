@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from . import render
 
 SYSTEM_NODEGROUP = "system"

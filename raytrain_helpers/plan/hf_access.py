@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from .kube_objects import container_of
 
 TOKEN_ENV = "HF_TOKEN"

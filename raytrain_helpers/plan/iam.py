@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.config import BUCKET_RE, ConfigError, Settings
+from ..core.settings import Settings
+from ..core.validation import BUCKET_RE, ConfigError
 from . import iam_eval, s3_access
 from .render import render_objects, render_template
 

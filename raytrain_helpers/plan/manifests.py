@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from . import eksctl, iam
 from .iam import render_service_account
 from .plugins import render_plugins

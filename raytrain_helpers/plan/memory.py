@@ -10,9 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import INSTANCE_TYPES, PRESETS, ConfigError, Settings
 from ..core.constants import GIB
+from ..core.presets import INSTANCE_TYPES, PRESETS
+from ..core.settings import Settings
 from ..core.tables import human_bytes as hb
+from ..core.validation import ConfigError
 
 
 def count_params(cfg: dict[str, Any]) -> dict[str, int]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.config import INSTANCE_TYPES, Settings
+from ..core.presets import INSTANCE_TYPES
+from ..core.settings import Settings
 from ..core.tables import table
 from . import cost
 from .memory import aws_plan, batch_for, count_params, kernels_for, model_config

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.config import ConfigError, Settings
+from ..core.settings import Settings
+from ..core.validation import ConfigError
 from .render import render_objects
 
 #: Where both plugins run.

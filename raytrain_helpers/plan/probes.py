@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..core.config import Settings
+from ..core.settings import Settings
 
 #: The first KubeRay release whose operator probes Ray >= NATIVE_PROBES_RAY over HTTP.
 NATIVE_PROBES_KUBERAY = (1, 6, 0)

@@ -11,8 +11,8 @@ from typing import Any
 import jinja2
 import yaml
 
-from ..core.config import Settings
 from ..core.paths import manifests_dir
+from ..core.settings import Settings
 
 
 def _environment() -> jinja2.Environment:

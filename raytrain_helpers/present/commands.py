@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import config
-from ..core.config import Settings
 from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, LOOPBACK
+from ..core.settings import Settings
 from ..core.tables import MAX_WIDTH
 from ..plan import manifests, plugins, raycluster
 from ..targets import for_settings

@@ -13,8 +13,9 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 
 from ..core import config
-from ..core.config import ConfigError, Settings
+from ..core.settings import Settings
 from ..core.tables import wrapped_table
+from ..core.validation import ConfigError
 from .shown import Shown, interactive_frontend, pre_html
 
 #: The settings the form offers (flat names), most often changed first.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..plan import eksctl, plugins, raycluster, render
 from .shown import Shown, pre_html
 

@@ -9,8 +9,8 @@ import html
 import textwrap
 from typing import Any
 
-from ..core.config import Settings
 from ..core.criteria import FAIL, NA, PASS, Criteria
+from ..core.settings import Settings
 from ..core.tables import MAX_WIDTH, format_table, wrapped_table
 from ..plan import cost
 from .shown import Shown, fit, pre_html

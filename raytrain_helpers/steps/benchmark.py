@@ -18,8 +18,9 @@ from typing import Any
 
 from .. import nccl
 from ..clients.rayjobs import JobRun
-from ..core.config import Settings, with_overrides
+from ..core.loading import with_overrides
 from ..core.paths import run_dir
+from ..core.settings import Settings
 from ..core.tables import table
 from ..plan import perf
 from ..targets import for_settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..plan import perf
 from ..plan.memory import MemoryPlan, article_figure_check
 from ..plan.memory import article_plan as article_memory_plan

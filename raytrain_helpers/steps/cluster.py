@@ -6,7 +6,7 @@ repeat. Left as None, the target picks: ``up`` locally; on aws ``up`` with ``ass
 
 from __future__ import annotations
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..targets import StepResult, for_settings
 
 ACTIONS = ("plan", "up", "status", "down")

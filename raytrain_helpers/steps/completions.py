@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clients.rayjobs import JobRun
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..core.criteria import Criteria
 from ..core.tables import table
 from ..worker import data as worker_data

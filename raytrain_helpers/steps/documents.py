@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.config import Settings, with_overrides
+from ..core.loading import with_overrides
 from ..core.paths import run_dir
+from ..core.settings import Settings
 from ..plan.manifests import PLACEHOLDERS, write_all
 from ..targets.aws import equivalents as aws_equivalents
 

@@ -6,7 +6,7 @@ manifest is rendered and each part mapped to its stand-in in the cluster of 02.
 
 from __future__ import annotations
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..targets import StepResult, for_settings
 
 

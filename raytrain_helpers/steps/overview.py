@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..targets import for_settings
 
 

@@ -6,7 +6,7 @@ then a wait until every GPU node advertises its GPUs and EFA interfaces (a healt
 
 from __future__ import annotations
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..targets import StepResult, for_settings
 
 

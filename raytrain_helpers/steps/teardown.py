@@ -5,7 +5,7 @@ On aws nothing is deleted without ``assume_yes`` (papermill runs never prompt).
 
 from __future__ import annotations
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..targets import StepResult, for_settings
 
 

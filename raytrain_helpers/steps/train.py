@@ -21,9 +21,10 @@ from typing import Any
 
 from ..clients import rayjobs
 from ..clients.rayjobs import JobRun
-from ..core.config import ConfigError, Settings
 from ..core.constants import ENTRYPOINT_MODULE
 from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
+from ..core.settings import Settings
+from ..core.validation import ConfigError
 from ..plan import perf
 from ..plan.memory import aws_plan, model_config
 from ..targets import for_settings

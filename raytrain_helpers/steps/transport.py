@@ -20,8 +20,8 @@ from typing import Any
 
 from .. import nccl
 from ..clients import rayjobs
-from ..core.config import Settings
 from ..core.paths import run_dir
+from ..core.settings import Settings
 from ..core.tables import table
 from ..targets import for_settings
 from ..worker.transport import bus_bandwidth

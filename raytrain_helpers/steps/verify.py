@@ -14,9 +14,9 @@ from typing import Any
 
 from .. import nccl
 from ..clients.rayjobs import JobRun, JobStatusError
-from ..core.config import Settings
 from ..core.constants import GIB, SUCCESS_RE
 from ..core.criteria import Criteria
+from ..core.settings import Settings
 from ..core.tables import human_bytes
 from ..plan.memory import MemoryPlan, model_config, plan_for
 from ..targets import for_settings

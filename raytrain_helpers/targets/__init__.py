@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..core.config import ConfigError, Settings
+from ..core.settings import Settings
+from ..core.validation import ConfigError
 from .base import INTERFACE, JobDefaults, StepResult, Target
 
 #: The targets there are, by the name ``settings.target`` takes.

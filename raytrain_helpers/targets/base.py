@@ -15,7 +15,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..core.config import Settings
+from ..core.settings import Settings
 from ..core.tables import table, wrapped_table
 
 #: The names every target exports (checked by the tests).

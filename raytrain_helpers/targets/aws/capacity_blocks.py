@@ -25,7 +25,7 @@ from typing import Any
 
 from ...clients import aws as aws_client
 from ...clients.aws import Signal
-from ...core.config import Settings
+from ...core.settings import Settings
 from ...core.tables import table
 from ...plan.eksctl import CAPACITY_BLOCK
 from . import placement

@@ -22,8 +22,9 @@ from typing import Any
 from ...clients import aws as aws_client
 from ...clients.aws import AwsError, Identity
 from ...clients.eksctl import kernel_allows_input, progress
-from ...core.config import ConfigError, Settings
 from ...core.paths import runs_dir
+from ...core.settings import Settings
+from ...core.validation import ConfigError
 
 #: A tag on everything this tutorial creates outside eksctl (capacity probes), so leftovers can be found.
 TAG_KEY = "raytrain-tutorial"

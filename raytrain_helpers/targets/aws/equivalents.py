@@ -15,7 +15,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from ...core.config import Settings
+from ...core.settings import Settings
 from ...plan import iam
 from ...plan.manifests import PLACEHOLDERS, aws_storage_settings
 from . import storage

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.config import Settings
+from ...core.settings import Settings
 from . import capacity_blocks, eks
 from .preflight import require
 

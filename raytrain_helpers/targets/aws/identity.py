@@ -21,8 +21,9 @@ from typing import Any
 
 from ...clients import aws as aws_client
 from ...clients import kubernetes as kube
-from ...core.config import ConfigError, Settings
 from ...core.paths import runs_dir
+from ...core.settings import Settings
+from ...core.validation import ConfigError
 from ...plan import iam, s3_access
 from ...plan.kube_objects import name_of, phase_of
 from ..base import KubeRayResult

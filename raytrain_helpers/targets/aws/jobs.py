@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.config import ConfigError, Settings
+from ...core.settings import Settings
+from ...core.validation import ConfigError
 from ..base import JobDefaults
 from . import storage
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ...clients import kubernetes as kube
-from ...core.config import Settings
 from ...core.constants import MARKER_PREFIX
+from ...core.settings import Settings
 from ...nccl import WORKER_FILE, check_marker, select_run, sibling_log
 from .kuberay import worker_pods
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from ...clients import helm
 from ...clients import kubernetes as kube
-from ...core.config import ConfigError, Settings
+from ...core.settings import Settings
+from ...core.validation import ConfigError
 from ...plan.kube_objects import (
     EFA_RESOURCE,
     GPU_RESOURCE,

@@ -35,8 +35,8 @@ from typing import Any
 
 from ...clients import kubernetes as kube
 from ...clients.rayjobs import auth_headers
-from ...core.config import Settings
 from ...core.constants import DASHBOARD_PORT
+from ...core.settings import Settings
 from ...plan.kube_objects import name_of, pod_ready
 
 #: Container states that do not get better by waiting (the image or the pod spec must change).

@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
-from ...core.config import Settings
 from ...core.constants import EKSCTL_MIN_VERSION
+from ...core.settings import Settings
 from ..base import PreflightResult, Requirement
 from . import placement
 

@@ -10,8 +10,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ...core.config import Settings
 from ...core.constants import LOOPBACK
+from ...core.settings import Settings
 from ..base import JobDefaults
 from . import raylets, standin
 from .logs import collect_local_logs

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ...clients.rayjobs import auth_headers
-from ...core.config import Settings
 from ...core.constants import LOOPBACK, TRAIN_SLOT
+from ...core.settings import Settings
 from ...core.tables import table
 from . import rootdir
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
-from ...core.config import Settings
+from ...core.settings import Settings
 from ..base import PreflightResult, Requirement
 
 #: The distributions the local cluster and the training job import.

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ...core.config import Settings
 from ...core.constants import LOOPBACK, TRAIN_SLOT
+from ...core.settings import Settings
 from . import procs
 from .cluster_state import LocalClusterError, list_nodes, state_path, temp_root
 from .stopping import stop_gcs_last

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.config import Settings
 from ...core.constants import GIB
+from ...core.settings import Settings
 from ...core.tables import table
 from ...plan.memory import MemoryPlan, plan_for
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from ...core.config import Settings
 from ...core.constants import DASHBOARD_PORT, LOOPBACK, TRAIN_SLOT
+from ...core.settings import Settings
 from ...plan.kube_objects import container_of
 from ...plan.raycluster import check_raycluster, group_pod_spec, render_raycluster
 from ..base import KubeRayResult, PluginsResult

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.config import Settings
+from ...core.settings import Settings
 from . import procs
 from .cluster_state import read_state, state_path
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from raytrain_helpers import cli
-from raytrain_helpers.core import config
+from raytrain_helpers.core import config, loading
 from raytrain_helpers.plan import manifests
 from tests.helpers import fake_local_status, ray_node
 
@@ -93,7 +93,7 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
 
 
 def test_render_cli_stdout(monkeypatch, capsys):
-    monkeypatch.setattr(config, "_check_ray_version", lambda *a, **k: None)  # importing ray is slow
+    monkeypatch.setattr(loading, "_check_ray_version", lambda *a, **k: None)  # importing ray is slow
     monkeypatch.chdir(REPO)
     assert cli.main(["render", "--target", "aws", "-p", "gpu_node_count", "3"]) == 0
     out = capsys.readouterr().out
@@ -108,14 +108,14 @@ def test_render_cli_stdout(monkeypatch, capsys):
 
 
 def test_render_cli_rejects_bad_settings(monkeypatch, capsys):
-    monkeypatch.setattr(config, "_check_ray_version", lambda *a, **k: None)
+    monkeypatch.setattr(loading, "_check_ray_version", lambda *a, **k: None)
     monkeypatch.chdir(REPO)
     assert cli.main(["render", "--target", "aws", "-p", "gpus_per_node", "3"]) == 2
     assert "gpus_per_node" in capsys.readouterr().err
 
 
 def test_kuberay_and_plugins_commands_on_local(monkeypatch, capsys):
-    monkeypatch.setattr(config, "_check_ray_version", lambda *a, **k: None)
+    monkeypatch.setattr(loading, "_check_ray_version", lambda *a, **k: None)
     monkeypatch.chdir(REPO)
     fake_local_status(monkeypatch, True, [ray_node("head", "head", 0, 0, 0), ray_node("worker-0", "worker", 1, 0, 1)])
     assert cli.main(["kuberay", "status", "--target", "local"]) == 0

@@ -62,7 +62,7 @@ def _reads_target(node: ast.AST, path: str) -> bool:
         return False
     owner = node.value
     if isinstance(owner, ast.Name):
-        return owner.id in ("settings", "s", "cfg") or (owner.id == "self" and path == "core/config.py")
+        return owner.id in ("settings", "s", "cfg") or (owner.id == "self" and path == "core/settings.py")
     return isinstance(owner, ast.Attribute) and owner.attr == "settings"
 
 

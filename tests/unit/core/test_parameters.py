@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raytrain_helpers.core import config
+from raytrain_helpers.core import parameters
 
 PARAMS_CELL = "# Parameters (papermill -p NAME VALUE)\ntarget = None\nrun_name = None\nenv_file = None\nsteps = None"
 INJECTED = "# Parameters\nsteps = 3\nseq_len = 64\n"
@@ -27,17 +27,17 @@ def test_a_later_notebook_variable_with_a_setting_name_does_not_leak(env):
         "seed": 5,
         "debug": "WARN",
     }
-    assert config.parameter_names(ns) == {"target", "run_name", "env_file", "steps", "seq_len"}
-    s = config.settings_from(ns)
+    assert parameters.parameter_names(ns) == {"target", "run_name", "env_file", "steps", "seq_len"}
+    s = parameters.settings_from(ns)
     assert (s.train.steps, s.train.seq_len) == (3, 64)  # the injected parameters count
     assert (s.train.seed, s.nccl.debug) == (0, "INFO")  # the later cell's variables do not
 
 
 def test_an_explicit_list_wins_and_a_plain_mapping_is_all_parameters(env):
     ns = {"In": ["", PARAMS_CELL], "steps": 4, "seed": 5, "env_file": env, "__raytrain_params__": ["seed"]}
-    s = config.settings_from(ns)
+    s = parameters.settings_from(ns)
     assert (s.train.steps, s.train.seed) == (8, 5)
-    s = config.settings_from({"steps": 4, "seed": 5, "env_file": env})  # no input history: a dict of parameters
+    s = parameters.settings_from({"steps": 4, "seed": 5, "env_file": env})  # no input history: a dict of parameters
     assert (s.train.steps, s.train.seed) == (4, 5)
 
 
@@ -49,7 +49,7 @@ def test_an_explicit_list_wins_and_a_plain_mapping_is_all_parameters(env):
     ],
 )
 def test_assigned_names(source, names):
-    assert config.assigned_names(source) == names
+    assert parameters.assigned_names(source) == names
 
 
 def test_every_notebook_parameters_cell_starts_with_the_header(repo_root):
@@ -59,4 +59,4 @@ def test_every_notebook_parameters_cell_starts_with_the_header(repo_root):
     for path in sorted((repo_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         (params,) = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-        assert "".join(params["source"]).startswith(config.PARAMETERS_HEADER), path.name
+        assert "".join(params["source"]).startswith(parameters.PARAMETERS_HEADER), path.name
