@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clients.rayjobs import JobRun
-from ..core.settings import Settings
 from ..core.criteria import Criteria
+from ..core.settings import Settings
 from ..core.tables import table
 from ..worker import data as worker_data
 from ..worker import model as worker_model

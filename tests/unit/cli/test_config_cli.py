@@ -44,7 +44,7 @@ def test_names_lists_every_setting_with_type_default_and_meaning(capsys):
                 break
             meaning.append(line.strip())
         assert " ".join(meaning) == d.description
-    assert "steps (train.steps, env.sh STEPS, RAYTRAIN_STEPS): int = 8" in lines
+    assert "steps (train.steps, env.sh STEPS, RAYTRAIN_STEPS): int = 80" in lines
 
 
 def test_markdown_has_one_row_per_setting(capsys):
@@ -53,7 +53,7 @@ def test_markdown_has_one_row_per_setting(capsys):
     assert "\n".join(rows[:2]) == config_cli.MARKDOWN_HEADER
     assert len(rows) == 2 + len(config.FLAT_FIELDS)
     assert "| `local.gpus_per_worker_node` | `-1` | GPUs of each worker raylet: -1 = split" in out
-    assert "| `train.steps` (STEPS) | `8` | Training steps (at least 1). |" in rows
+    assert "| `train.steps` (STEPS) | `80` | Training steps (at least 1). |" in rows
     assert '| `aws.gpu_az` (GPU_AZ) | `""` |' in out
 
 

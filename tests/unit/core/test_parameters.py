@@ -36,7 +36,7 @@ def test_a_later_notebook_variable_with_a_setting_name_does_not_leak(env):
 def test_an_explicit_list_wins_and_a_plain_mapping_is_all_parameters(env):
     ns = {"In": ["", PARAMS_CELL], "steps": 4, "seed": 5, "env_file": env, "__raytrain_params__": ["seed"]}
     s = parameters.settings_from(ns)
-    assert (s.train.steps, s.train.seed) == (8, 5)
+    assert (s.train.steps, s.train.seed) == (80, 5)  # steps from env.yaml: only seed is a parameter
     s = parameters.settings_from({"steps": 4, "seed": 5, "env_file": env})  # no input history: a dict of parameters
     assert (s.train.steps, s.train.seed) == (4, 5)
 
