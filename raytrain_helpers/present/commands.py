@@ -15,7 +15,7 @@ from ..core.settings import Settings
 from ..core.tables import MAX_WIDTH
 from ..plan import manifests, plugins, raycluster
 from ..targets import for_settings
-from ..targets.aws.placement import QUOTA_CLASSES, quota_class
+from ..targets.aws.quotas import QUOTA_CLASSES, quota_class
 from .shown import Shown, pre_html
 
 

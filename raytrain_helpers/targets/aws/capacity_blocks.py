@@ -29,6 +29,7 @@ from ...core.settings import Settings
 from ...core.tables import table
 from ...plan.eksctl import CAPACITY_BLOCK
 from . import placement
+from .capacity_report import CapacityReport
 
 #: The block length 01 asks offerings for (Capacity Blocks are sold in whole days; 24 h is the shortest).
 BLOCK_HOURS = 24
@@ -157,7 +158,7 @@ def offerings(ec2, region: str, instance_type: str, count: int, hours: int = BLO
 
 
 @dataclass
-class CapacityWithBlocks(placement.CapacityReport):
+class CapacityWithBlocks(CapacityReport):
     """Step 01's report with the Capacity Block offerings beside the On-Demand probe and the Spot scores."""
 
     blocks: BlockOfferings | None = None
@@ -175,7 +176,7 @@ def capacity(settings: Settings, *, regions: Sequence[str] | str | None = None, 
     """Notebook 01 on aws: :func:`placement.capacity`, then the Capacity Block offerings in the chosen region and
     the window of the settings' reservation (read only; nothing is bought or reserved here)."""
     report = placement.capacity(settings, regions=regions, **kwargs)
-    out = CapacityWithBlocks(**{f: getattr(report, f) for f in placement.CapacityReport.__dataclass_fields__})
+    out = CapacityWithBlocks(**{f: getattr(report, f) for f in CapacityReport.__dataclass_fields__})
     region = report.recommendation["region"] if report.recommendation else settings.aws.region
     ec2 = aws_client.client(aws_client.session(region), "ec2", region)
     a = settings.aws

@@ -23,7 +23,7 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
 * **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
 * **vCPU quota** of the GPU node group's class (and the system node group's) in ``aws.region``: the applied
-  quota, else the AWS default (Service Quotas, the codes of :data:`.placement.QUOTA_CLASSES`), against the
+  quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
   "can this account ever run these node groups here", so it stays true while the tutorial's own nodes run.
 """
@@ -41,7 +41,8 @@ from ...clients import aws as aws_client
 from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
 from ..base import PreflightResult, Requirement
-from . import placement
+from .quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
+from .region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
 AWS_CLI_V1_MIN = "1.27.160"
@@ -223,12 +224,12 @@ def credentials_row(settings: Settings) -> tuple[Requirement, Any]:
     return Requirement("AWS credentials", f"{ident.account} {ident.arn}", "an identity (sts)", "ok"), sess
 
 
-def _need_by_class(settings: Settings, facts: dict[str, placement.InstanceFacts]) -> dict[str, list[str | int]]:
+def _need_by_class(settings: Settings, facts: dict[str, InstanceFacts]) -> dict[str, list[str | int]]:
     """Quota class -> [vCPUs the node groups need, what needs them]."""
     a = settings.aws
     need: dict[str, list[str | int]] = {}
     for itype, count in ((a.gpu_node_type, a.gpu_node_count), (a.system_node_type, a.system_node_count)):
-        cls = placement.quota_class(itype) or "?"
+        cls = quota_class(itype) or "?"
         entry = need.setdefault(cls, [0, ""])
         entry[0] = int(entry[0]) + count * facts[itype].vcpus
         entry[1] = f"{entry[1]} + " * bool(entry[1]) + f"{count} x {itype}"
@@ -242,22 +243,22 @@ def quota_rows(settings: Settings, sess) -> list[Requirement]:
     sq = aws_client.client(sess, "service-quotas", region)
     types = sorted({settings.aws.gpu_node_type, settings.aws.system_node_type})
     try:
-        facts = placement.instance_facts(ec2, types)
+        facts = instance_facts(ec2, types)
     except aws_client.AwsCallError as e:
         return [Requirement(f"vCPU quota ({region})", "?", "the node groups' vCPUs", "unknown", str(e))]
     rows = []
     for cls, (vcpus, who) in _need_by_class(settings, facts).items():
         what, needed = f"{cls} vCPU quota ({region})", f"{vcpus} ({who})"
-        code = (placement.QUOTA_CLASSES.get(cls) or {}).get("od")
+        code = (QUOTA_CLASSES.get(cls) or {}).get("od")
         if not code:
             rows.append(Requirement(what, "no quota class known", needed, "unknown", "check it in the console"))
             continue
-        limit, source, sig = placement.quota_limit(sq, code)
+        limit, source, sig = quota_limit(sq, code)
         if limit is None:
             fix = sig.failure.fix() if sig and sig.failure else "check it in the Service Quotas console"
             rows.append(Requirement(what, f"{source} ({code})", needed, "unknown", fix))
             continue
-        state = placement.QuotaState(cls, code, limit, source, 0, int(vcpus))
+        state = QuotaState(cls, code, limit, source, 0, int(vcpus))
         fix = state.request_command(region) or ""
         rows.append(Requirement(what, f"{limit:.0f} ({source}, {code})", needed, "ok" if state.ok else "SHORT", fix))
     return rows

@@ -29,6 +29,8 @@ from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 
 #: The module (the package's ``capacity`` is the function of the same name).
 aws_capacity = importlib.import_module("raytrain_helpers.targets.aws.placement")
+#: Where the probe's test seam ``probe_hook`` lives (``probe_az`` reads it there).
+capacity_probe = importlib.import_module("raytrain_helpers.targets.aws.capacity_probe")
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,21 +43,6 @@ def ec2(region=R):
 
 def reservations(region=R):
     return ec2(region).describe_capacity_reservations()["CapacityReservations"]
-
-
-def test_quota_classes():
-    assert aws_capacity.quota_class("g6.12xlarge") == "G and VT"
-    assert aws_capacity.quota_class("vt1.3xlarge") == "G and VT"
-    assert aws_capacity.quota_class("p5.48xlarge") == "P"
-    assert aws_capacity.quota_class("trn1.32xlarge") == "Trn"
-    assert aws_capacity.quota_class("inf2.xlarge") == "Inf"
-    assert aws_capacity.quota_class("dl1.24xlarge") == "DL"
-    assert aws_capacity.quota_class("m7i.xlarge") == "Standard"
-    assert aws_capacity.quota_class("i4i.large") == "Standard"
-    assert aws_capacity.quota_class("x2idn.large") == "X"
-    assert aws_capacity.QUOTA_CLASSES["G and VT"]["od"] == "L-DB2E81BA"
-    assert aws_capacity.QUOTA_CLASSES["P"]["od"] == "L-417A185B"
-    assert aws_capacity.QUOTA_CLASSES["Standard"]["od"] == "L-1216C47A"
 
 
 def test_ranks_azs_saves_placement_plans_memory_and_cost(mocked_aws, tmp_path, capsys):
@@ -278,7 +265,7 @@ def test_probe_cancels_on_an_injected_exception(mocked_aws, tmp_path, monkeypatc
         assert [c["State"] for c in reservations()] == ["active"]
         raise RuntimeError("injected failure after the reservation was made")
 
-    monkeypatch.setattr(aws_capacity, "probe_hook", boom)
+    monkeypatch.setattr(capacity_probe, "probe_hook", boom)
     with pytest.raises(RuntimeError, match="injected"):
         _probe_once(tmp_path)
     crs = reservations()
@@ -289,7 +276,7 @@ def test_probe_cancels_on_keyboard_interrupt(mocked_aws, tmp_path, monkeypatch):
     def interrupt(rid):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aws_capacity, "probe_hook", interrupt)
+    monkeypatch.setattr(capacity_probe, "probe_hook", interrupt)
     with pytest.raises(KeyboardInterrupt):
         _probe_once(tmp_path)
     assert [c["State"] for c in reservations()] == ["cancelled"]
@@ -303,7 +290,7 @@ def test_probe_cancels_on_a_real_signal_then_reraises(mocked_aws, tmp_path, monk
         os.kill(os.getpid(), sig)  # what Ctrl-C / a kernel interrupt / kill do
         seen.append(rid)  # the handler deferred it: cleanup still runs
 
-    monkeypatch.setattr(aws_capacity, "probe_hook", deliver)
+    monkeypatch.setattr(capacity_probe, "probe_hook", deliver)
     before = signal.getsignal(sig)
     with pytest.raises(exc):
         _probe_once(tmp_path)
