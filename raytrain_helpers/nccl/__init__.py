@@ -16,12 +16,16 @@ to use it). This package reads ``NCCL_DEBUG=INFO`` output instead, rank pair by 
 * :func:`plot_matrix` (:mod:`.plot`) draws a rank x rank transport heatmap.
 * :func:`compare_runs` (:mod:`.compare`) compares two benchmark runs only after both audits confirm their
   transports.
+* :mod:`.reference`: real logs captured on 2 x H200 (a healthy run and a socket fallback, shipped in
+  ``captured/``), audited side by side for runs that print no NCCL lines of their own; :mod:`.examples`: synthetic
+  example lines for an instance type (``/GDRDMA`` only where it has GPUDirect RDMA), labelled synthetic.
 
 Pure log analysis: reading the logs from raylets or pods is the targets' job.
 """
 
 from __future__ import annotations
 
+from . import examples, reference
 from .auditing import (
     EXPECTATIONS,
     WORKER_FILE,
@@ -55,8 +59,10 @@ __all__ = [
     "check_expect",
     "check_marker",
     "compare_runs",
+    "examples",
     "parse",
     "plot_matrix",
+    "reference",
     "resolve_expect",
     "select_run",
     "sibling_log",

@@ -182,3 +182,11 @@ def predicted(settings: Settings, bench: list[BenchRun]) -> None:
         rows or [("-", "no prediction for CPU workers", "-", "-")],
         ["transport", "predicted tokens/s per GPU", "measured", "error"],
     )
+
+
+def captured_ab(bench: list[BenchRun], ax=None):
+    """07 when this run has no A/B of its own (CPU workers, gloo): the A/B captured on 2 x H200, healthy P2P against
+    the socket fallback, as bars (:func:`..nccl.reference.plot_ab`); None when the run compared two transports."""
+    if len(bench) >= 2 and all(b.log_text for b in bench):
+        return None
+    return nccl.reference.plot_ab(ax=ax)

@@ -19,6 +19,7 @@ from ..core.criteria import Criteria
 from ..core.settings import Settings
 from ..core.tables import human_bytes
 from ..plan.memory import MemoryPlan, model_config, plan_for
+from ..present.shown import Shown
 from ..targets import for_settings
 from ..worker.train import restore_check
 from .completions import check_completions, show_generations
@@ -404,3 +405,20 @@ def show_model(v: Verification, settings: Settings, prompts: list[str] | str | N
     g = v.generations
     show_generations(g["rows"], g, f"{settings.run_name}/model")
     return g
+
+
+def captured_transports(v: Verification) -> Shown:
+    """06 section 4 when the run printed no NCCL lines (CPU workers, gloo): the logs captured on 2 x H200, a healthy
+    run and a socket fallback, audited side by side with the lines that give each away (:mod:`..nccl.reference`)."""
+    if v.audit is not None:
+        return Shown(
+            f"this run printed NCCL lines: its own audit is above ({v.audit.verdict}); the captured logs: "
+            "rt.nccl.reference.side_by_side()"
+        )
+    return Shown(nccl.reference.side_by_side())
+
+
+def efa_example(settings: Settings) -> Shown:
+    """06 section 4: synthetic EFA and fallback lines for two nodes of ``aws.gpu_node_type`` (``/GDRDMA`` only where
+    that instance type has GPUDirect RDMA), labelled synthetic."""
+    return Shown(nccl.examples.efa_example(settings.aws.gpu_node_type, settings.aws.gpus_per_node))

@@ -45,7 +45,10 @@ def test_the_wheel_ships_the_data(wheel, repo_root):
     expected = {"raytrain_helpers/_data/env.yaml"}
     expected |= {f"raytrain_helpers/_data/manifests/{p.name}" for p in (repo_root / "manifests").glob("*.j2")}
     expected |= {f"raytrain_helpers/_data/notebooks/{p.name}" for p in (repo_root / "notebooks").glob("*.ipynb")}
-    assert expected <= names
+    captured = repo_root / "raytrain_helpers" / "nccl" / "captured"
+    expected |= {f"raytrain_helpers/nccl/captured/{p.name}" for p in captured.iterdir()}
+    assert {"captured.json", "h200x2-fsdp2-p2p-nvlink.log"} <= {p.name for p in captured.iterdir()}
+    assert expected - names == set()
     shipped = [n for n in names if n.startswith("raytrain_helpers/_data/notebooks/")]
     assert all(n.endswith(".ipynb") and n.count("/") == 3 for n in shipped), shipped  # not their sources or build
 
