@@ -1,4 +1,4 @@
-"""Build hook: the wheel carries the repository's env.yaml, manifests/ and notebooks/ as package data.
+"""Build hook: the wheel carries the repository's env.yaml, manifests/, notebooks/ and profiles/ as package data.
 
 They stay at the top of the repository (where learners look for them); a regular build copies them into
 ``raytrain_helpers/_data/``, where ``raytrain_helpers.core.paths`` finds them when the package is installed
@@ -12,7 +12,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 #: what ships: a top-level path of the repository -> the file pattern taken from it
-SHIPPED = {"env.yaml": None, "manifests": "*.j2", "notebooks": "*.ipynb"}
+SHIPPED = {"env.yaml": None, "manifests": "*.j2", "notebooks": "*.ipynb", "profiles": "*.yaml"}
 
 
 class BuildPyWithData(build_py):

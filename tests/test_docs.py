@@ -73,3 +73,19 @@ def test_readme_is_short_and_opens_with_the_two_commands():
 def test_relative_links_lead_to_files(md):
     missing = [t for t, path in relative_links(md) if not path.exists()]
     assert not missing, f"{md.relative_to(REPO)} links to files that do not exist: {missing}"
+
+
+def test_the_walkthrough_cost_quoted_in_the_docs_is_the_commands_output():
+    """docs/aws.md pastes ``raytrain-tutorial cost --target aws`` and the README quotes its first line: both equal
+    what plan.walkthrough computes at the defaults (on a day when Kubernetes 1.35 is in standard support)."""
+    import datetime as dt
+
+    from raytrain_helpers.core import loading
+    from raytrain_helpers.plan import walkthrough
+
+    s = loading.load(REPO / "env.yaml", environ={}, check_installed_ray=False, target="aws")
+    est = walkthrough.estimate(s, today=dt.date(2026, 12, 4))
+    assert est.text() in (REPO / "docs" / "aws.md").read_text(), "paste `raytrain-tutorial cost --target aws`"
+    readme = README.read_text()
+    aws = readme[readme.index("## Run it on AWS") : readme.index("## Where to go next")]
+    assert est.line() in aws and "-f profiles/aws-article.yaml" in aws

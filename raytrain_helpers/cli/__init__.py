@@ -14,7 +14,19 @@ from collections.abc import Sequence
 
 from ..core.validation import ConfigError
 
-COMMAND_MODULES = ("run", "check", "config", "local", "nccl", "aws", "kube", "handout", "report", "workdir")
+COMMAND_MODULES = (
+    "run",
+    "check",
+    "config",
+    "cost",
+    "local",
+    "nccl",
+    "aws",
+    "kube",
+    "handout",
+    "report",
+    "workdir",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from ..core.loading import load, parse_param
+from ..core.paths import data_path
 from ..core.settings import Settings
 
 
@@ -19,7 +21,9 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="YAML",
-        help="an override file (repeatable; later files win)",
+        type=override_file,
+        help="an override file (repeatable; later files win); profiles/NAME.yaml is also found in the installed "
+        "package (e.g. -f profiles/aws-article.yaml)",
     )
     p.add_argument(
         "-p",
@@ -32,6 +36,19 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
         help="override one setting: flat (steps), dotted (train.steps) or env.sh (STEPS) name (repeatable)",
     )
     p.add_argument("--target", choices=("local", "aws"), default=None, help="shortcut for -p target ...")
+
+
+def override_file(text: str) -> str:
+    """An ``-f`` path as given; ``profiles/NAME.yaml`` that is not here is the shipped profile (the repository's or
+    the installed wheel's), so ``-f profiles/aws-article.yaml`` works from any folder."""
+    given = Path(text).expanduser()
+    if given.is_file() or given.is_absolute() or given.parts[:1] != ("profiles",):
+        return text
+    try:
+        shipped = data_path("profiles").joinpath(*given.parts[1:])
+    except FileNotFoundError:
+        return text
+    return str(shipped) if shipped.is_file() else text
 
 
 def cli_params(args: argparse.Namespace) -> dict[str, Any]:

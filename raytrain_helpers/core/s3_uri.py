@@ -46,6 +46,12 @@ def check_storage_uri(value: str) -> str:
             "empty on aws (step 02 then creates a bucket of its own)"
         )
     bucket, prefix = m.group(1), (m.group(2) or "").strip("/")
+    if "<" in bucket or ">" in bucket:  # a profile's placeholder, e.g. s3://<your-bucket>/raytrain
+        raise ValueError(
+            f"is a placeholder ({bucket}), not a bucket: set it before anything runs. Fix: -p storage_path "
+            f"s3://YOUR-BUCKET/{prefix or 'raytrain'} (a bucket of yours in aws.region), the same in "
+            "RAYTRAIN_STORAGE_PATH or your own override file, or -p storage_path '' on aws to let step 02 create one"
+        )
     why = bucket_name_problem(bucket)
     if why:
         raise ValueError(

@@ -5,6 +5,7 @@ environment (no repository in sight), ``raytrain-tutorial init`` writes a workin
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def wheel(tmp_path_factory, repo_root):
     for name in SOURCES:
         shutil.copy2(repo_root / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_data")
-    for name in ("raytrain_helpers", "manifests", "notebooks"):
+    for name in ("raytrain_helpers", "manifests", "notebooks", "profiles"):
         shutil.copytree(repo_root / name, src / name, ignore=ignore)
     out = tmp_path_factory.mktemp("wheel")
     pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), "."]
@@ -45,6 +46,8 @@ def test_the_wheel_ships_the_data(wheel, repo_root):
     expected = {"raytrain_helpers/_data/env.yaml"}
     expected |= {f"raytrain_helpers/_data/manifests/{p.name}" for p in (repo_root / "manifests").glob("*.j2")}
     expected |= {f"raytrain_helpers/_data/notebooks/{p.name}" for p in (repo_root / "notebooks").glob("*.ipynb")}
+    expected |= {f"raytrain_helpers/_data/profiles/{p.name}" for p in (repo_root / "profiles").glob("*.yaml")}
+    assert any(n.startswith("raytrain_helpers/_data/profiles/") for n in expected)
     captured = repo_root / "raytrain_helpers" / "nccl" / "captured"
     expected |= {f"raytrain_helpers/nccl/captured/{p.name}" for p in captured.iterdir()}
     assert {"captured.json", "h200x2-fsdp2-p2p-nvlink.log"} <= {p.name for p in captured.iterdir()}
@@ -71,9 +74,16 @@ def test_init_render_and_config_from_a_fresh_venv(wheel, tmp_path, repo_root):
     assert sorted(p.name for p in (work / "notebooks").iterdir()) == sorted(
         p.name for p in (repo_root / "notebooks").glob("*.ipynb")
     )
-    (work / "env.yaml").write_text((work / "env.yaml").read_text().replace("  steps: 8 ", "  steps: 5 "))
+    env_yaml = (work / "env.yaml").read_text()
+    (work / "env.yaml").write_text(re.sub(r"(?m)^  steps: \d+ ", "  steps: 5 ", env_yaml, count=1))
     config = _run([cli, "config"], cwd=work, env=env)
     assert "steps: 5" in config.stdout  # the working folder's env.yaml
     _run([cli, "render", "--target", "aws", "--out", "manifests-out"], cwd=work, env=env)
     rendered = sorted(p.name for p in (work / "manifests-out").rglob("*.yaml"))
     assert any("raycluster" in n for n in rendered), rendered
+    # the shipped profile, found in the installed package from a folder that has no profiles/
+    article = ["-f", "profiles/aws-article.yaml", "-p", "storage_path", "s3://my-checkpoints/raytrain"]
+    profile = _run([cli, "config", *article], cwd=work, env=env)
+    assert "model_id: Qwen/Qwen2.5-1.5B" in profile.stdout
+    # priced offline (this venv has no dependencies: the defaults' preset shape, no hub id to look up)
+    assert "minutes of cluster" in _run([cli, "cost", "--target", "aws"], cwd=work, env=env).stdout

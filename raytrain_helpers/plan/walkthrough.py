@@ -1,0 +1,157 @@
+"""What the whole walkthrough costs on aws: minutes of cluster per notebook, and USD from the stack's hourly price.
+
+Offline and without credentials: the settings, the price table (:mod:`.cost`) and the step-time prediction
+(:mod:`.perf`). The stack bills from ``eksctl create cluster`` in notebook 02 until notebook 08 has deleted it; 01
+creates nothing billed. Every billed minute is charged at the whole stack's hourly price (GPU nodes, system
+node, control plane, NAT gateway), although the GPU nodes exist only from their node group on: an upper bound.
+
+The fixed allowances (:data:`ALLOWANCES`) are the upper ends of the times the notebooks state for aws; each
+entry says where its figure comes from. Training and benchmark time are predicted, not typed: ``steps`` (and
+``bench_steps``) times the predicted step of :func:`.perf.predict_aws` over EFA (and over sockets for 07's
+second job), plus the allowance for a job to start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import textwrap
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.settings import Settings
+from ..core.tables import MAX_WIDTH, format_table
+from . import cost, perf
+
+#: Minutes each fixed part takes on aws, and the source of the figure (the upper end of the range given).
+ALLOWANCES: dict[str, tuple[float, str]] = {
+    "cluster": (20.0, "eksctl create cluster: VPC, EKS control plane, system node group; 02's command list "
+                      "(present/commands.py) says 15-20 min; the control plane alone 'averages 15 minutes' "
+                      "(github.com/aws/containers-roadmap/issues/1227, checked 2026-12-04)"),
+    "gpu_nodegroup": (10.0, "eksctl create nodegroup: the EFA GPU node group in one AZ; 02's command list says 5-10 "
+                            "min"),
+    "plugins": (5.0, "Helm installs the NVIDIA and EFA device plugins, their DaemonSets pull images; 03 says 2-5 min"),
+    "kuberay": (10.0, "KubeRay operator, RayCluster, the DLC image pulled once per node; 04 says 5-10 min"),
+    "job_start": (10.0, "one Ray job from submission to its first step: runtime_env pip, the model download, the "
+                        "worker group; 05 says 'a few minutes': this estimate allows 10"),
+    "export": (5.0, "05's end: the last sharded checkpoint and the exported model written to storage; assumed"),
+    "verify": (5.0, "06 reads the job's logs and the checkpoints and checks the transport; 06 says 1-2 min, the "
+                    "chapter's cost note allows 5"),
+    "teardown": (20.0, "eksctl deletes the GPU node group, then the cluster and its VPC; 08 says 15-20 min"),
+}  # fmt: skip
+
+
+@dataclass
+class Phase:
+    """One notebook's share: what runs, billed minutes, and where the figure comes from."""
+
+    notebook: str
+    what: str
+    minutes: float
+    source: str
+
+
+@dataclass
+class Walkthrough:
+    """The whole walkthrough on aws: one :class:`Phase` per notebook, the billed minutes and their price."""
+
+    phases: list[Phase]
+    usd_per_hour: float | None
+    region: str
+    as_of: str
+    shape: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def minutes(self) -> float:
+        return sum(p.minutes for p in self.phases)
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.usd_per_hour is None else self.usd_per_hour * self.minutes / 60
+
+    def line(self) -> str:
+        """One line: the docs and the README quote it, a test keeps them equal to this function's output."""
+        price = "USD ?" if self.usd is None else f"about USD {self.usd:.2f} at USD {self.usd_per_hour:.2f}/h"
+        return (
+            f"The whole walkthrough (02-08) keeps about {self.minutes:.0f} minutes of cluster: {price} for "
+            f"{self.shape} in {self.region}, list prices of {self.as_of}."
+        )
+
+    def text(self) -> str:
+        rows = [(p.notebook, p.what, f"{p.minutes:.1f}") for p in self.phases]
+        rows.append(("total", "billed minutes of the stack", f"{self.minutes:.1f}"))
+        parts = [textwrap.fill(self.line(), MAX_WIDTH), format_table(rows, ["notebook", "what", "min"], title=None)]
+        parts += [textwrap.fill(f"note: {n}", MAX_WIDTH, subsequent_indent="  ") for n in self.notes]
+        return "\n".join(parts)
+
+    def sources(self) -> list[str]:
+        """Where each figure comes from, one line per phase."""
+        return [f"{p.notebook} {p.what}: {p.source}" for p in self.phases]
+
+    def show(self) -> None:
+        print(self.text())
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(minutes=self.minutes, usd=self.usd)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+
+def _fixed(notebook: str, what: str, *keys: str) -> Phase:
+    minutes = sum(ALLOWANCES[k][0] for k in keys)
+    return Phase(notebook, what, minutes, "; ".join(ALLOWANCES[k][1] for k in keys))
+
+
+def estimate(
+    settings: Settings,
+    prices: Mapping[str, Any] | str | Path | None = None,
+    *,
+    today: dt.date | None = None,
+) -> Walkthrough:
+    """Minutes of cluster per notebook for ``settings`` (its aws group and train group, whatever its target) and
+    their price at the stack's hourly estimate (:func:`.cost.estimate` in ``aws.region``)."""
+    a, t = settings.aws, settings.train
+    est = cost.estimate(settings, a.region, prices, today=today)
+    usd_per_hour = est.total_per_hour if est.complete else None
+    efa = perf.predict_aws(settings, transport="efa", prices=prices)
+    sock = perf.predict_aws(settings, transport="socket", prices=prices)
+    job = ALLOWANCES["job_start"][0]
+    train_min = efa.time_s / 60
+    bench_min = t.bench_steps * (efa.step_s + sock.step_s) / 60
+    phases = [
+        Phase("01", "capacity, quota, plan (read-only API calls)", 0.0, "creates nothing billed"),
+        _fixed("02", "EKS cluster, then the GPU node group", "cluster", "gpu_nodegroup"),
+        _fixed("03", "device plugins", "plugins"),
+        _fixed("04", "KubeRay operator and RayCluster", "kuberay"),
+        Phase(
+            "05",
+            f"training: job start, {t.steps} steps x {perf.step_text(efa.step_s)} predicted, export",
+            job + train_min + ALLOWANCES["export"][0],
+            f"{ALLOWANCES['job_start'][1]}; steps x the step predicted by plan/perf.py over EFA "
+            f"({efa.world_size} x {efa.gpu}, batch {efa.batch_size} x {efa.seq_len}); {ALLOWANCES['export'][1]}",
+        ),
+        _fixed("06", "verification", "verify"),
+        Phase(
+            "07",
+            f"benchmark: 2 jobs (EFA, sockets) of {t.bench_steps} steps",
+            2 * job + bench_min,
+            f"two jobs, each {ALLOWANCES['job_start'][1]}; bench_steps x the steps predicted by plan/perf.py over "
+            "EFA and over NCCL sockets",
+        ),
+        _fixed("08", "teardown (node group, then cluster)", "teardown"),
+    ]
+    notes = [
+        "every billed minute is charged at the whole stack's hourly price (the GPU nodes start only with their "
+        "node group): an upper bound",
+        *est.notes,
+    ]
+    if t.job_timeout_s:
+        notes.append(f"05 stops the job after train.job_timeout_s = {t.job_timeout_s} s")
+    shape = f"{a.gpu_node_count} x {a.gpu_node_type}"
+    return Walkthrough(phases, usd_per_hour, a.region, est.as_of, shape, notes)

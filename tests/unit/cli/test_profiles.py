@@ -1,0 +1,88 @@
+"""The shipped profiles (``profiles/*.yaml``): override files the settings loader reads, refused until the learner
+fills in what only they know, rendered and priced by the CLI like any other settings."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raytrain_helpers import cli
+from raytrain_helpers.cli.args import override_file
+from raytrain_helpers.core import loading
+from raytrain_helpers.core.validation import ConfigError
+from raytrain_helpers.plan import walkthrough
+
+REPO = Path(__file__).resolve().parents[3]
+ARTICLE = REPO / "profiles" / "aws-article.yaml"
+BUCKET = ["-p", "storage_path", "s3://my-checkpoints/raytrain"]
+
+
+def load_article(**params):
+    return loading.load(REPO / "env.yaml", files=[ARTICLE], environ={}, check_installed_ray=False, **params)
+
+
+def test_the_article_profile_is_refused_until_the_storage_is_set():
+    with pytest.raises(ConfigError) as e:
+        load_article()
+    msg = str(e.value)
+    assert "train.storage_path" in msg and "placeholder" in msg and "aws-article.yaml" in msg
+    assert "Fix: -p storage_path s3://YOUR-BUCKET/raytrain" in msg
+
+
+def test_the_article_profile_sets_the_source_articles_shape():
+    s = load_article(storage_path="s3://my-checkpoints/raytrain")
+    assert s.target == "aws"
+    assert (s.aws.gpu_node_type, s.aws.gpu_node_count, s.aws.gpus_per_node) == ("g6.12xlarge", 2, 4)
+    assert s.train.model_id == "Qwen/Qwen2.5-1.5B" and s.train.model_preset == "qwen2.5-1.5b"
+    assert s.train.data == "random"  # the article trained on random token batches (seed 002)
+    assert (s.train.seq_len, s.train.batch_size) == (2048, 1)
+    assert s.train.steps > 0 and s.train.job_timeout_s > 0
+    # the budget guard leaves room for the predicted job (start-up, steps, export)
+    job = next(p for p in walkthrough.estimate(s, today=dt.date(2026, 12, 4)).phases if p.notebook == "05")
+    assert job.minutes * 60 < s.train.job_timeout_s
+    # empty storage on aws: step 02 creates a bucket of its own
+    assert load_article(storage_path="").train.storage_path == ""
+
+
+def test_every_shipped_profile_sets_only_known_settings():
+    for f in sorted((REPO / "profiles").glob("*.yaml")):
+        doc = yaml.safe_load(f.read_text())
+        assert isinstance(doc, dict) and doc, f
+        loading.load(REPO / "env.yaml", files=[f], environ={}, check_installed_ray=False, storage_path="")
+
+
+def test_a_profile_path_is_found_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Path(override_file("profiles/aws-article.yaml")) == ARTICLE
+    assert override_file("profiles/nothing.yaml") == "profiles/nothing.yaml"  # load names the missing file
+    own = tmp_path / "profiles" / "aws-article.yaml"
+    own.parent.mkdir()
+    own.write_text("steps: 3\n")
+    assert override_file("profiles/aws-article.yaml") == "profiles/aws-article.yaml"  # the learner's own wins
+
+
+def test_config_render_and_cost_take_the_profile(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for var in [v for v in __import__("os").environ if v.startswith("RAYTRAIN_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("RAYTRAIN_ENV_FILE", str(REPO / "env.yaml"))
+    profile = ["-f", "profiles/aws-article.yaml"]
+    assert cli.main(["config", *profile]) == 2
+    assert "train.storage_path" in capsys.readouterr().err
+    assert cli.main(["config", *profile, *BUCKET]) == 0
+    assert "model_id: Qwen/Qwen2.5-1.5B" in capsys.readouterr().out
+    out = tmp_path / "rendered"
+    assert cli.main(["render", "--target", "aws", *profile, *BUCKET, "--out", str(out)]) == 0
+    capsys.readouterr()
+    docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+    (rc,) = [d for d in docs if d.get("kind") == "RayCluster"]
+    (group,) = rc["spec"]["workerGroupSpecs"]
+    assert group["replicas"] == 2
+    limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert str(limits["nvidia.com/gpu"]) == "4"
+    assert cli.main(["cost", *profile, *BUCKET, "--line"]) == 0
+    s = load_article(storage_path="s3://my-checkpoints/raytrain")
+    assert capsys.readouterr().out.strip() == walkthrough.estimate(s).line()
