@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from ..core.constants import RESULT_PREFIX, SUMMARY_PREFIX
 from ..core.tables import table
+from ..worker.job_config import JobConfig
 
 STEP_RE = re.compile(r"\[train\] step (\d+)/(\d+) loss=([-\d.eEnaif+]+) step_time=([\d.]+)s tokens/s=(\d+)")
 #: One step line, leniently: ``[train] step k/N`` then ``key=value`` pairs in any order (``eval_loss`` is optional).
@@ -81,7 +82,8 @@ class JobRun:
     logs: str = ""
     result: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, float]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
+    #: the job's config: as submitted, or as staged or recorded earlier (None: not known, e.g. no readable record)
+    config: JobConfig | None = None
     attached: bool = False
     wall_s: float = 0.0
 
@@ -142,7 +144,7 @@ class JobRun:
             status=self.status,
             result=self.result,
             steps=self.steps,
-            config=self.config,
+            config=self.config.to_dict() if self.config else {},
             attached=self.attached,
             wall_s=self.wall_s,
         )
@@ -155,7 +157,7 @@ class JobRun:
             logs=logs,
             result=d.get("result", {}),
             steps=d.get("steps", []),
-            config=d.get("config", {}),
+            config=JobConfig.from_record(d.get("config")),  # a record of an earlier version reads too
             attached=d.get("attached", False),
             wall_s=d.get("wall_s", 0.0),
         )
