@@ -96,7 +96,7 @@ def ray_train(s, label: str, *, steps: int, warmup: int, env: dict[str, str] | N
     rec = dict(label=label, runner="ray-train (Ray Jobs API, 05's path)", wall_s=round(time.time() - t, 1))
     if not run.ok:
         return dict(rec, ok=False, error=run.logs[-3000:])
-    return dict(rec, ok=True, **figures(s, run.config, run.metrics))
+    return dict(rec, ok=True, **figures(s, run.job_config, run.metrics))
 
 
 def figures(s, cfg: JobConfig, summary: dict) -> dict:

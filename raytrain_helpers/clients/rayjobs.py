@@ -82,8 +82,9 @@ class JobRun:
     logs: str = ""
     result: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, float]] = field(default_factory=list)
-    #: the job's config: as submitted, or as staged or recorded earlier (None: not known, e.g. no readable record)
-    config: JobConfig | None = None
+    #: the job's config as its JSON object (``job_config.json``): as submitted, or as staged or recorded earlier;
+    #: empty when not known. Read it typed: :attr:`job_config`.
+    config: dict[str, Any] = field(default_factory=dict)
     attached: bool = False
     wall_s: float = 0.0
 
@@ -97,6 +98,11 @@ class JobRun:
         if "ranks" not in m:  # no final checkpoint: rank 0 printed the summary into the logs
             m = dict(m, **parse_summary(self.logs))
         return m
+
+    @property
+    def job_config(self) -> JobConfig | None:
+        """The job's config, typed; one recorded by an earlier version reads too (None: no readable record)."""
+        return JobConfig.from_record(self.config)
 
     @property
     def ranks(self) -> list[dict[str, Any]]:
@@ -144,7 +150,7 @@ class JobRun:
             status=self.status,
             result=self.result,
             steps=self.steps,
-            config=self.config.to_dict() if self.config else {},
+            config=self.config,
             attached=self.attached,
             wall_s=self.wall_s,
         )
@@ -157,7 +163,7 @@ class JobRun:
             logs=logs,
             result=d.get("result", {}),
             steps=d.get("steps", []),
-            config=JobConfig.from_record(d.get("config")),  # a record of an earlier version reads too
+            config=d.get("config", {}),
             attached=d.get("attached", False),
             wall_s=d.get("wall_s", 0.0),
         )

@@ -207,7 +207,7 @@ def submit(
             if not quiet:
                 print(f"submitted {sid} to {url}")
         if not follow:
-            return JobRun(sid, rayjobs.status_of(client, sid), config=cfg, attached=cfg is None)
+            return JobRun(sid, rayjobs.status_of(client, sid), config=_as_record(cfg), attached=cfg is None)
         run = rayjobs.follow(
             client,
             sid,
@@ -216,7 +216,8 @@ def submit(
             progress=progress,
             log_path=run_dir(settings, run_name) / "job.log",
         )
-        run.config, run.attached = cfg or _recorded_config(settings, run_name, sid), cfg is None
+        run.config = _as_record(cfg or _recorded_config(settings, run_name, sid))
+        run.attached = cfg is None
     _save(settings, run, run_name)
     return run
 
@@ -230,6 +231,11 @@ def _recorded_config(settings: Settings, run_name: str, sid: str) -> JobConfig |
         return JobConfig.from_record(json.loads(p.read_text()))
     except (OSError, ValueError):
         return None
+
+
+def _as_record(cfg: JobConfig | None) -> dict[str, Any]:
+    """The config as :class:`JobRun` records it (its JSON object; empty when not known)."""
+    return cfg.to_dict() if cfg else {}
 
 
 def job_pip(settings: Settings, cfg: JobConfig) -> list[str]:
@@ -308,8 +314,9 @@ def plot_loss(run: JobRun, ax=None):
         ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss (mean over ranks)")
-    run_name = (run.config.run_name if run.config else None) or run.result.get("run_name") or ""
-    data = run.metrics.get("data") or (run.config.data if run.config else None) or "random"
+    cfg = run.job_config
+    run_name = (cfg.run_name if cfg else None) or run.result.get("run_name") or ""
+    data = run.metrics.get("data") or (cfg.data if cfg else None) or "random"
     ax.set_title(f"run {run_name}: {Path(str(data)).name} data")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -58,7 +58,7 @@ def good_run(settings):
         "SUCCEEDED",
         logs=logs,
         result=dict(ok=True, metrics=metrics, nodes=nodes, checkpoint=None),
-        config=None,
+        config={},
     )
 
 

@@ -60,9 +60,9 @@ def test_no_evals_asked_for_is_not_a_failure():
     from raytrain_helpers.steps.verify import check_learned
 
     crit = Criteria("verification")
-    run = SimpleNamespace(metrics={"data": "learnable"}, steps=[], config=job_cfg(eval_every=0, data="learnable"))
+    run = SimpleNamespace(metrics={"data": "learnable"}, steps=[], job_config=job_cfg(eval_every=0, data="learnable"))
     check_learned(crit, run)
     assert crit.items[-1].status == "n/a" and "eval_every is 0" in crit.items[-1].evidence
     crit = Criteria("verification")
-    check_learned(crit, SimpleNamespace(metrics={"data": "learnable"}, steps=[], config=job_cfg(eval_every=2)))
+    check_learned(crit, SimpleNamespace(metrics={"data": "learnable"}, steps=[], job_config=job_cfg(eval_every=2)))
     assert crit.items[-1].status == "FAIL"
