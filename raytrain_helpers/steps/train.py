@@ -29,7 +29,7 @@ from ..plan import perf
 from ..plan.memory import aws_plan, model_config
 from ..targets import for_settings
 from ..worker.hub import ModelSourceError, resolve_model_dir
-from ..worker.job_config import JobConfig, JobConfigError
+from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
 from ..worker.kernels import LIGER_REQUIREMENT
 
 
@@ -152,7 +152,7 @@ def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[
     return env
 
 
-def stage_working_dir(settings: Settings, cfg: JobConfig) -> Path:
+def stage_working_dir(settings: Settings, cfg: TypedConfig) -> Path:
     """A clean working_dir: this package's Python files and the job config (nothing else travels).
 
     The config is written only once it reads back from its JSON as itself: what the workers read is what was

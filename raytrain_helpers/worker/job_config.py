@@ -20,15 +20,100 @@ import textwrap
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+Self = TypeVar("Self", bound="TypedConfig")
 
 
 class JobConfigError(ValueError):
     """A job config that is not one: an unknown or missing key, or a value of the wrong type (the message names it)."""
 
 
+class TypedConfig:
+    """What a job's config does, for the frozen dataclasses that subclass it (:class:`JobConfig`, the transport
+    check's): check its values' types, write its JSON, and read JSON back refusing unknown and missing keys."""
+
+    #: what the error messages call it
+    WHAT = "config"
+    #: values for required keys missing from a config recorded by an earlier version (see :meth:`from_dict`)
+    RECORDED: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not _accepts(hints[f.name], value):
+                kind, doc = _hint_name(hints[f.name]), _first_sentence(field_docs(type(self)).get(f.name, ""))
+                raise JobConfigError(
+                    f"{self.WHAT}: {f.name} = {value!r} is not of type {kind}. Fix: give {f.name} a value of that "
+                    f"type ({doc})"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as the JSON object ``job_config.json`` holds (one key per field)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        """``job_config.json``'s text; raises :class:`JobConfigError` unless reading it back gives this config."""
+        text = json.dumps(self.to_dict(), indent=2)
+        if type(self).from_json(text) != self:  # e.g. a tuple or a non-str dict key that JSON changes
+            raise JobConfigError(f"{self.WHAT}: it does not read back from its JSON as itself. Fix: plain JSON values")
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> Self:
+        """The config of a ``job_config.json`` object. Unknown and missing keys are errors naming them.
+
+        ``recorded``: the config an earlier run recorded, read back for display (``runs/<run>/job.json``, a staged
+        ``job_config.json``): keys this version does not know are left out, and keys added since are filled in
+        with what such a job ran with (``RECORDED``, then the fields' defaults)."""
+        if not isinstance(d, dict):
+            raise JobConfigError(f"{cls.WHAT}: expected a JSON object, got {type(d).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in d if k not in names]
+        if unknown and not recorded:
+            k = unknown[0]
+            close = difflib.get_close_matches(k, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise JobConfigError(f"{cls.WHAT}: unknown key {k!r}: {hint}Fix: use the keys of {cls.__name__}: {names}")
+        values = {k: v for k, v in d.items() if k in names}
+        if recorded:
+            values = {**{k: v for k, v in cls.RECORDED.items() if k not in values}, **values}
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        missing = [k for k in required if k not in values]
+        if missing:
+            k = missing[0]
+            raise JobConfigError(
+                f"{cls.WHAT}: missing key {k!r} ({_first_sentence(field_docs(cls).get(k, ''))}). Fix: set {k}"
+            )
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """The config of ``job_config.json``'s text (see :meth:`from_dict`)."""
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise JobConfigError(f"{cls.WHAT}: not JSON ({e})") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any] | None) -> Self | None:
+        """The config an earlier run recorded, or None when there is none or it cannot be read (display only)."""
+        if not d:
+            return None
+        try:
+            return cls.from_dict(d, recorded=True)
+        except JobConfigError:
+            return None
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (checked like the constructor: an unknown field is a ``TypeError`` naming it)."""
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass(frozen=True, kw_only=True)
-class JobConfig:
+class JobConfig(TypedConfig):
     """What the training job runs: the run, the model, the data, the optimizer, checkpoints and where they go."""
 
     run_name: str
@@ -87,83 +172,12 @@ class JobConfig:
     cpu_threads: int = 1
     """torch threads of a CPU worker (several workers share a machine's cores)."""
 
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _accepts(hints[f.name], value):
-                kind, doc = _hint_name(hints[f.name]), _first_sentence(field_docs().get(f.name, ""))
-                raise JobConfigError(
-                    f"job config: {f.name} = {value!r} is not of type {kind}. Fix: give {f.name} a value of that "
-                    f"type ({doc})"
-                )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as the JSON object ``job_config.json`` holds (one key per field)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    def to_json(self) -> str:
-        """``job_config.json``'s text; raises :class:`JobConfigError` unless reading it back gives this config."""
-        text = json.dumps(self.to_dict(), indent=2)
-        if JobConfig.from_json(text) != self:  # e.g. a tuple or a non-str dict key that JSON changes
-            raise JobConfigError("job config: it does not read back from its JSON as itself. Fix: plain JSON values")
-        return text
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> JobConfig:
-        """The config of a ``job_config.json`` object. Unknown and missing keys are errors naming them.
-
-        ``recorded``: the config an earlier run recorded, read back for display (``runs/<run>/job.json``, a staged
-        ``job_config.json``): keys this version does not know are left out, and keys added since are filled in
-        with what such a job ran with (:data:`RECORDED_DEFAULTS`, then the fields' defaults)."""
-        if not isinstance(d, dict):
-            raise JobConfigError(f"job config: expected a JSON object, got {type(d).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in d if k not in names]
-        if unknown and not recorded:
-            k = unknown[0]
-            close = difflib.get_close_matches(k, names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise JobConfigError(f"job config: unknown key {k!r}: {hint}Fix: use the keys of JobConfig: {names}")
-        values = {k: v for k, v in d.items() if k in names}
-        if recorded:
-            values = {**{k: v for k, v in RECORDED_DEFAULTS.items() if k not in values}, **values}
-        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
-        missing = [k for k in required if k not in values]
-        if missing:
-            k = missing[0]
-            raise JobConfigError(
-                f"job config: missing key {k!r} ({_first_sentence(field_docs().get(k, ''))}). Fix: set {k}"
-            )
-        return cls(**values)
-
-    @classmethod
-    def from_json(cls, text: str) -> JobConfig:
-        """The config of ``job_config.json``'s text (see :meth:`from_dict`)."""
-        try:
-            d = json.loads(text)
-        except ValueError as e:
-            raise JobConfigError(f"job config: not JSON ({e})") from None
-        return cls.from_dict(d)
-
-    @classmethod
-    def from_record(cls, d: dict[str, Any] | None) -> JobConfig | None:
-        """The config an earlier run recorded, or None when there is none or it cannot be read (display only)."""
-        if not d:
-            return None
-        try:
-            return cls.from_dict(d, recorded=True)
-        except JobConfigError:
-            return None
-
-    def replace(self, **changes: Any) -> JobConfig:
-        """A copy with ``changes`` (checked like the constructor: an unknown field is a ``TypeError`` naming it)."""
-        return dataclasses.replace(self, **changes)
-
-
-#: What a job ran with when its recorded config predates a required key: jobs before ``train.data`` trained on
-#: random tokens (the optional keys added since then default to what those jobs did: no evaluation, no kernels).
-RECORDED_DEFAULTS: dict[str, Any] = {"data": "random", "export": False}
+    #: what the error messages call it
+    WHAT = "job config"
+    #: what a job ran with when its recorded config predates a required key (see :meth:`from_dict`): jobs before
+    #: ``train.data`` trained on random tokens and exported nothing; the other keys added since then default to
+    #: what those jobs did (no evaluation, no kernels)
+    RECORDED = {"data": "random", "export": False}
 
 
 def field_docs(cls: type = JobConfig) -> dict[str, str]:

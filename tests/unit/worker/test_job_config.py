@@ -12,7 +12,7 @@ import pytest
 from raytrain_helpers.clients.rayjobs import JobRun
 from raytrain_helpers.core import config
 from raytrain_helpers.steps import train
-from raytrain_helpers.worker import entrypoint
+from raytrain_helpers.worker import entrypoint, transport
 from raytrain_helpers.worker.job_config import JobConfig, JobConfigError, field_docs
 from raytrain_helpers.worker.train import loop_config
 from tests.helpers import job_cfg
@@ -41,10 +41,15 @@ FIRST_KEYS = dict(
 )
 
 
-def test_every_field_has_a_docstring():
-    docs = field_docs()
-    names = [f.name for f in dataclasses.fields(JobConfig)]
+@pytest.mark.parametrize("cls", [JobConfig, transport.CheckConfig])
+def test_every_field_has_a_docstring(cls):
+    docs = field_docs(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
     assert [n for n in names if len(docs.get(n, "")) < 20] == [], "fields without a docstring under them"
+
+
+def test_field_docs_are_the_literals_under_the_fields():
+    docs = field_docs()
     assert docs["steps"].startswith("Optimizer steps of the whole run")  # the literal under the field, on one line
     assert "\n" not in docs["use_gpu"] and "the job's driver decides" in docs["use_gpu"]
 
@@ -104,6 +109,12 @@ def test_the_jobs_driver_stops_on_a_misspelt_key_before_ray_starts(tmp_path, mon
     p.write_text(json.dumps(dict(job_cfg().to_dict(), sed=1)))
     with pytest.raises(SystemExit, match=r"job_config.json: job config: unknown key 'sed': did you mean 'seed'"):
         entrypoint.main(["--config", str(p)])
+    # the transport check's job alike, with its own config
+    check = transport.CheckConfig(run_name="t-transport", marker="m0", use_gpu=False, size_bytes=1024)
+    assert transport.CheckConfig.from_json(check.to_json()) == check
+    p.write_text(json.dumps(dict(check.to_dict(), iter=3)))
+    with pytest.raises(SystemExit, match=r"transport check config: unknown key 'iter': did you mean 'iters'"):
+        transport.main(["--config", str(p)])
 
 
 def test_a_config_recorded_by_an_earlier_version_reads_for_display(tmp_path, clean_env, repo_root, monkeypatch):
