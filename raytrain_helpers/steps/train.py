@@ -155,8 +155,9 @@ def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[
 def stage_working_dir(settings: Settings, cfg: TypedConfig) -> Path:
     """A clean working_dir: this package's Python files and the job config (nothing else travels).
 
-    The config is written only once it reads back from its JSON as itself: what the workers read is what was
-    built here (an error names the key that is not)."""
+    ``cfg``: the training job's :class:`JobConfig` or another job's typed config (each has ``run_name`` and
+    ``marker``). It is written only when it reads back from its JSON as itself: what the job reads is what was
+    built here (a :class:`ConfigError` names the first value that would not; nothing is staged)."""
     try:
         text = cfg.to_json()
     except JobConfigError as e:

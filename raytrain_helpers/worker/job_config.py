@@ -4,7 +4,8 @@ The notebook side builds it from the settings (``steps/train.py: job_config``); 
 back (:meth:`JobConfig.from_json`) and hands it to every worker, which reads ``cfg.steps``, ``cfg.seq_len``... A
 misspelt, missing or ill-typed key is an error naming the key where the config is built or read, before the job is
 submitted, not a ``KeyError`` on a worker. Every field is documented by the string literal under it
-(:func:`field_docs` reads them).
+(:func:`field_docs` reads them). :class:`TypedConfig` holds what such a config does (the transport check's job has
+one too: ``worker/transport.py: CheckConfig``).
 
 Runs in the job as well: standard library only.
 """
@@ -54,11 +55,20 @@ class TypedConfig:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def to_json(self) -> str:
-        """``job_config.json``'s text; raises :class:`JobConfigError` unless reading it back gives this config."""
-        text = json.dumps(self.to_dict(), indent=2)
-        if type(self).from_json(text) != self:  # e.g. a tuple or a non-str dict key that JSON changes
-            raise JobConfigError(f"{self.WHAT}: it does not read back from its JSON as itself. Fix: plain JSON values")
-        return text
+        """``job_config.json``'s text; raises :class:`JobConfigError` naming the first value that would not read
+        back as itself (a tuple, a set, a path, a non-str key, NaN), so the job reads exactly this config."""
+        d = self.to_dict()
+        for k, v in d.items():
+            try:
+                same = json.loads(json.dumps(v)) == v
+            except (TypeError, ValueError):  # not JSON at all
+                same = False
+            if not same:
+                raise JobConfigError(
+                    f"{self.WHAT}: {k} = {v!r} does not read back from JSON as itself. Fix: plain JSON values "
+                    "(dicts with str keys, lists, str, int, finite float, bool, None)"
+                )
+        return json.dumps(d, indent=2)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> Self:

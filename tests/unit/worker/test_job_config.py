@@ -96,7 +96,7 @@ def test_the_drivers_config_is_checked_before_anything_is_staged(clean_env, repo
     cfg = train.job_config(s, marker="abc")
     assert isinstance(cfg, JobConfig) and cfg.steps == s.train.steps and cfg.data == s.train.data
     bad = cfg.replace(model=dict(cfg.model, layer_types=("full", "full")))
-    with pytest.raises(config.ConfigError, match="does not read back from its JSON as itself"):
+    with pytest.raises(config.ConfigError, match=r"job config: model = \{.*\} does not read back from JSON as itself"):
         train.stage_working_dir(s, bad)
     assert not (tmp_path / "unit" / "job_src" / "abc").exists()
 
