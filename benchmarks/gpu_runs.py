@@ -16,6 +16,7 @@ import raytrain_helpers as rt
 from raytrain_helpers.core.config import with_overrides
 from raytrain_helpers.plan import memory, perf
 from raytrain_helpers.steps import train
+from raytrain_helpers.worker.job_config import JobConfig
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -55,7 +56,7 @@ def torchrun(s, label: str, out: Path, *, steps: int, warmup: int, env: dict[str
     """The loop under torchrun on every GPU; returns the run's record (or its error)."""
     cfg = train.job_config(s, run_name=f"{label}-{uuid.uuid4().hex[:6]}", steps=steps, warmup_steps=warmup)
     cfg_path = out / f"{label}.config.json"
-    cfg_path.write_text(json.dumps(cfg))
+    cfg_path.write_text(cfg.to_json())
     summary = out / f"{label}.summary.json"
     n = len(gpu_facts())
     cmd = [
@@ -95,21 +96,21 @@ def ray_train(s, label: str, *, steps: int, warmup: int, env: dict[str, str] | N
     rec = dict(label=label, runner="ray-train (Ray Jobs API, 05's path)", wall_s=round(time.time() - t, 1))
     if not run.ok:
         return dict(rec, ok=False, error=run.logs[-3000:])
-    return dict(rec, ok=True, **figures(s, run.config, run.metrics))
+    return dict(rec, ok=True, **figures(s, run.job_config, run.metrics))
 
 
-def figures(s, cfg: dict, summary: dict) -> dict:
+def figures(s, cfg: JobConfig, summary: dict) -> dict:
     """Tokens/s per GPU (mean of the ranks, after warm-up), MFU, peak memory vs the plan, the prediction."""
     ranks = summary["ranks"]
     world = len(ranks)
     tps = sum(r["tokens_per_s"] for r in ranks) / world
     peak = max(r["peak_mem_bytes"] for r in ranks) / GIB
-    model_cfg = cfg["model"]
+    model_cfg = cfg.model
     plan = memory.memory_plan(
         model_cfg,
         world_size=world,
-        batch_size=cfg["batch_size"],
-        seq_len=cfg["seq_len"],
+        batch_size=cfg.batch_size,
+        seq_len=cfg.seq_len,
         on_gpu=True,
         kernels=ranks[0].get("kernels", "none"),
     )
@@ -119,18 +120,18 @@ def figures(s, cfg: dict, summary: dict) -> dict:
         model_cfg,
         gpu=gpu,
         world_size=world,
-        batch_size=cfg["batch_size"],
-        seq_len=cfg["seq_len"],
+        batch_size=cfg.batch_size,
+        seq_len=cfg.seq_len,
         kernels=ranks[0].get("kernels", "none"),
         transport=transport,
     )
     return dict(
         world_size=world,
-        batch_size=cfg["batch_size"],
-        seq_len=cfg["seq_len"],
+        batch_size=cfg.batch_size,
+        seq_len=cfg.seq_len,
         kernels=ranks[0].get("kernels"),
         tokens_per_s_per_gpu=tps,
-        mfu=perf.mfu(model_cfg, cfg["seq_len"], tps, perf.PEAK_BF16_TFLOPS[gpu][0]),
+        mfu=perf.mfu(model_cfg, cfg.seq_len, tps, perf.PEAK_BF16_TFLOPS[gpu][0]),
         mfu_reported_by_job=[r.get("mfu") for r in ranks],
         peak_gib=peak,
         planned_peak_gib=plan.peak_per_device_gib,

@@ -23,9 +23,10 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    from raytrain_helpers.worker.job_config import JobConfig
+
     with open(args.config) as f:
-        cfg = json.load(f)
-    cfg.update(checkpoint_every=0, final_checkpoint=False)
+        cfg = JobConfig.from_json(f.read()).replace(checkpoint_every=0, final_checkpoint=False)
 
     import ray
     import ray.train
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from raytrain_helpers.worker.train import train_loop_per_worker
+    from raytrain_helpers.worker.train import loop_config, train_loop_per_worker
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank)
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
         mock.patch.object(ray.train.torch, "get_device", lambda: device),
         mock.patch.object(ray, "get_runtime_context", lambda: node),
     ):
-        train_loop_per_worker(cfg)
+        train_loop_per_worker(loop_config(cfg))
     if dist.get_rank() == 0:
         with open(args.out, "w") as f:
             json.dump(reports[-1], f, default=str)

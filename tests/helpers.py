@@ -9,9 +9,29 @@ from pathlib import Path
 import nbformat
 
 from raytrain_helpers.core.config import PRESETS
+from raytrain_helpers.worker.job_config import JobConfig
 
 #: A model small enough to build, shard, export and generate with in a test, on CPU, in a second or two.
 SMALL_MODEL = dict(PRESETS["tiny"], vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=4)
+
+
+def job_cfg(**fields) -> JobConfig:
+    """A job config for tests of the job's own code: its required fields set to small values, ``fields`` on top
+    (checked like the job's: an unknown field is an error)."""
+    base = dict(
+        run_name="test",
+        marker="m0",
+        model=dict(SMALL_MODEL),
+        data="learnable",
+        steps=1,
+        seq_len=16,
+        batch_size=2,
+        learning_rate=1e-3,
+        seed=0,
+        use_gpu=False,
+        storage_path="/nonexistent/storage",
+    )
+    return JobConfig.from_dict({**base, **fields})
 
 
 def notebook_outputs(path: Path) -> str:

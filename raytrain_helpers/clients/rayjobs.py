@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from ..core.constants import RESULT_PREFIX, SUMMARY_PREFIX
 from ..core.tables import table
+from ..worker.job_config import JobConfig
 
 STEP_RE = re.compile(r"\[train\] step (\d+)/(\d+) loss=([-\d.eEnaif+]+) step_time=([\d.]+)s tokens/s=(\d+)")
 #: One step line, leniently: ``[train] step k/N`` then ``key=value`` pairs in any order (``eval_loss`` is optional).
@@ -81,6 +82,8 @@ class JobRun:
     logs: str = ""
     result: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, float]] = field(default_factory=list)
+    #: the job's config as its JSON object (``job_config.json``): as submitted, or as staged or recorded earlier;
+    #: empty when not known. Read it typed: :attr:`job_config`.
     config: dict[str, Any] = field(default_factory=dict)
     attached: bool = False
     wall_s: float = 0.0
@@ -95,6 +98,11 @@ class JobRun:
         if "ranks" not in m:  # no final checkpoint: rank 0 printed the summary into the logs
             m = dict(m, **parse_summary(self.logs))
         return m
+
+    @property
+    def job_config(self) -> JobConfig | None:
+        """The job's config, typed; one recorded by an earlier version reads too (None: no readable record)."""
+        return JobConfig.from_record(self.config)
 
     @property
     def ranks(self) -> list[dict[str, Any]]:

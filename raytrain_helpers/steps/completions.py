@@ -20,6 +20,7 @@ from ..core.settings import Settings
 from ..core.tables import table
 from ..worker import data as worker_data
 from ..worker import model as worker_model
+from ..worker.job_config import JobConfig
 from .train import load_last
 
 #: Held-out prompts the trained model continues in 06 (the learnable language has 26 distinct ones).
@@ -52,11 +53,11 @@ def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[s
     """The criterion row: the exported model completes >= 90 % of the held-out prompts exactly (n/a where the data
     has no expected continuation). Returns the generations (for 06's table) or None when none were made."""
     name = f"{COMPLETIONS} (>= {COMPLETION_THRESHOLD:.0%} exactly)"
-    cfg = run.config or {}
-    if (cfg.get("data") or settings.train.data) != worker_data.LEARNABLE:
+    cfg = run.job_config
+    if ((cfg.data if cfg else None) or settings.train.data) != worker_data.LEARNABLE:
         crit.add(name, None, na_reason="n/a: the data has no expected continuations (06 shows yours, unscored)")
         return None
-    if cfg.get("export") is False:
+    if cfg is not None and cfg.export is False:
         crit.add(name, None, na_reason="n/a: train.export is false, so no trained model was written to load")
         return None
     try:
@@ -93,8 +94,8 @@ def generate(
 
     hf_logging.disable_progress_bar()  # plain, stable output (no "Loading weights" bars)
     job = run or load_last(settings, run_name)
-    cfg = (job.config if job else None) or {}
-    path = (job.metrics.get("export_path") if job else None) or cfg.get("export_path")
+    cfg = job.job_config if job else None
+    path = (job.metrics.get("export_path") if job else None) or (cfg.export_path if cfg else None)
     if not path:  # nothing to load: say so and leave the failing to the criteria's check
         print("no exported model recorded for this run: run 05_train (with train.export: true) first")
         return {"rows": [], "before": None, "after": None, "path": None}
@@ -131,27 +132,27 @@ def _local_copy(path: str) -> Iterator[str]:
         yield out
 
 
-def _initial_model(settings: Settings, cfg: dict[str, Any], trained):
+def _initial_model(settings: Settings, cfg: JobConfig | None, trained):
     """The weights training started from: the pretrained model_id, or the seeded random init (on CPU)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model_id = cfg.get("model_id") or settings.train.model_id
+    model_id = (cfg.model_id if cfg else None) or settings.train.model_id
     if model_id:
         return AutoModelForCausalLM.from_pretrained(worker_model.resolve_model_dir(model_id, download=False))
-    torch.manual_seed(int(cfg.get("seed", settings.train.seed)))  # the job's seed, the job's init order
-    return worker_model.build_random(cfg.get("model") or trained.config.to_dict(), "cpu")
+    torch.manual_seed(cfg.seed if cfg else settings.train.seed)  # the job's seed, the job's init order
+    return worker_model.build_random((cfg.model if cfg else None) or trained.config.to_dict(), "cpu")
 
 
-def prompt_pairs(settings: Settings, cfg: dict[str, Any], prompts: list[str] | str | None):
+def prompt_pairs(settings: Settings, cfg: JobConfig | None, prompts: list[str] | str | None):
     """(prompt, expected or None): the caller's prompts (unscored), else the held-out prompts of ``learnable``
     data, else a few generic ones. A single string is one prompt."""
     if isinstance(prompts, str):
         prompts = [prompts]
     if prompts:
         return [(str(p), None) for p in prompts]
-    if (cfg.get("data") or settings.train.data) == worker_data.LEARNABLE:
-        return worker_data.held_out_prompts(int(cfg.get("seed", settings.train.seed)), n=HELD_OUT_PROMPTS)
+    if ((cfg.data if cfg else None) or settings.train.data) == worker_data.LEARNABLE:
+        return worker_data.held_out_prompts(cfg.seed if cfg else settings.train.seed, n=HELD_OUT_PROMPTS)
     return [(p, None) for p in DEFAULT_PROMPTS]
 
 

@@ -29,6 +29,7 @@ from ..plan import perf
 from ..plan.memory import aws_plan, model_config
 from ..targets import for_settings
 from ..worker.hub import ModelSourceError, resolve_model_dir
+from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
 from ..worker.kernels import LIGER_REQUIREMENT
 
 
@@ -45,12 +46,13 @@ def job_config(
     steps: int | None = None,
     warmup_steps: int = 0,
     final_checkpoint: bool = True,
-) -> dict[str, Any]:
-    """The plain JSON config the job's driver and every worker read (``job_config.json``)."""
+) -> JobConfig:
+    """The job's config that its driver and every worker read (``job_config.json``), built from the settings: an
+    unknown key or a value of the wrong type is a :class:`ConfigError` naming the key, before anything is submitted."""
     t = settings.train
     shape = perf_plan(settings)
     check_model_source(settings)
-    return dict(
+    values = dict(
         run_name=run_name or settings.run_name,
         marker=marker or uuid.uuid4().hex[:12],
         model=model_config(settings),
@@ -81,6 +83,10 @@ def job_config(
         cpu_threads=1,
         final_checkpoint=final_checkpoint,
     )
+    try:  # checked as the job's driver will read it: a misspelt key or a value of the wrong type is named here
+        return JobConfig.from_dict(values)
+    except JobConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def learning_rate(settings: Settings) -> float:
@@ -146,13 +152,21 @@ def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[
     return env
 
 
-def stage_working_dir(settings: Settings, cfg: dict[str, Any]) -> Path:
-    """A clean working_dir: this package's Python files and the job config (nothing else travels)."""
-    d = run_dir(settings, cfg["run_name"]) / "job_src" / cfg["marker"]
+def stage_working_dir(settings: Settings, cfg: TypedConfig) -> Path:
+    """A clean working_dir: this package's Python files and the job config (nothing else travels).
+
+    ``cfg``: the training job's :class:`JobConfig` or another job's typed config (each has ``run_name`` and
+    ``marker``). It is written only when it reads back from its JSON as itself: what the job reads is what was
+    built here (a :class:`ConfigError` names the first value that would not; nothing is staged)."""
+    try:
+        text = cfg.to_json()
+    except JobConfigError as e:
+        raise ConfigError(str(e)) from None
+    d = run_dir(settings, cfg.run_name) / "job_src" / cfg.marker
     if d.exists():
         shutil.rmtree(d)
     shutil.copytree(PACKAGE_DIR, d / "raytrain_helpers", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
-    (d / "job_config.json").write_text(json.dumps(cfg, indent=2))
+    (d / "job_config.json").write_text(text)
     return d
 
 
@@ -182,7 +196,7 @@ def submit(
     with for_settings(settings).job_server(settings) as url, rayjobs.quiet_client_logs():
         client = rayjobs.client(url)
         sid = rayjobs.find_active(client, run_name)
-        cfg: dict[str, Any] = {}
+        cfg: JobConfig | None = None
         if sid:
             if not quiet:
                 print(f"a job of run {run_name!r} is already running: following {sid}")
@@ -194,7 +208,7 @@ def submit(
             if not quiet:
                 print(f"submitted {sid} to {url}")
         if not follow:
-            return JobRun(sid, rayjobs.status_of(client, sid), config=cfg, attached=not cfg)
+            return JobRun(sid, rayjobs.status_of(client, sid), config=_as_record(cfg), attached=cfg is None)
         run = rayjobs.follow(
             client,
             sid,
@@ -203,34 +217,41 @@ def submit(
             progress=progress,
             log_path=run_dir(settings, run_name) / "job.log",
         )
-        run.config, run.attached = cfg or _recorded_config(settings, run_name, sid), not cfg
+        run.config = _as_record(cfg or _recorded_config(settings, run_name, sid))
+        run.attached = cfg is None
     _save(settings, run, run_name)
     return run
 
 
-def _recorded_config(settings: Settings, run_name: str, sid: str) -> dict[str, Any]:
-    """The job config staged for the job ``sid`` (a job attached to after the kernel that submitted it died)."""
+def _recorded_config(settings: Settings, run_name: str, sid: str) -> JobConfig | None:
+    """The job config staged for the job ``sid`` (a job attached to after the kernel that submitted it died); one
+    staged by an earlier version of this package reads too (:meth:`JobConfig.from_record`); None: none readable."""
     marker = sid.rsplit("-", 1)[-1]
     p = run_dir(settings, run_name) / "job_src" / marker / "job_config.json"
     try:
-        return json.loads(p.read_text())
+        return JobConfig.from_record(json.loads(p.read_text()))
     except (OSError, ValueError):
-        return {}
+        return None
 
 
-def job_pip(settings: Settings, cfg: dict[str, Any]) -> list[str]:
+def _as_record(cfg: JobConfig | None) -> dict[str, Any]:
+    """The config as :class:`JobRun` records it (its JSON object; empty when not known)."""
+    return cfg.to_dict() if cfg else {}
+
+
+def job_pip(settings: Settings, cfg: JobConfig) -> list[str]:
     """The job's ``runtime_env`` pip list: ``train.extra_pip``, plus the pinned liger-kernel when the workers may
     use it (``kernels`` liger, or auto planned as liger) and do not have it already (the DLC has none; a local
     cluster runs this environment, which may)."""
     pip = list(settings.train.extra_pip)
-    wants_liger = "liger" in (cfg.get("kernels"), cfg.get("planned_kernels"))
+    wants_liger = "liger" in (cfg.kernels, cfg.planned_kernels)
     if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
         if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
             pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
     return pip
 
 
-def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict[str, str] | None) -> str:
+def _submit_new(settings: Settings, client, cfg: JobConfig, extra_env: dict[str, str] | None) -> str:
     runtime_env: dict[str, Any] = {
         "working_dir": str(stage_working_dir(settings, cfg)),
         "env_vars": worker_env(settings, extra_env),
@@ -238,14 +259,14 @@ def _submit_new(settings: Settings, client, cfg: dict[str, Any], extra_env: dict
     pip = job_pip(settings, cfg)
     if pip:
         runtime_env["pip"] = pip
-    sid = f"raytrain-{cfg['run_name']}-{cfg['marker']}"
+    sid = f"raytrain-{cfg.run_name}-{cfg.marker}"
     # the cluster's own interpreter, never whichever `python` comes first on the raylets' PATH
     python = shlex.quote(for_settings(settings).job_defaults(settings).python)
     client.submit_job(
         entrypoint=f"{python} -m {ENTRYPOINT_MODULE} --config job_config.json",
         submission_id=sid,
         runtime_env=runtime_env,
-        metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]},
+        metadata={rayjobs.RUN_KEY: cfg.run_name, "raytrain_marker": cfg.marker},
     )
     return sid
 
@@ -294,8 +315,9 @@ def plot_loss(run: JobRun, ax=None):
         ax.legend()
     ax.set_xlabel("step")
     ax.set_ylabel("loss (mean over ranks)")
-    run_name = (run.config or {}).get("run_name") or run.result.get("run_name") or ""
-    data = run.metrics.get("data") or (run.config or {}).get("data") or "random"
+    cfg = run.job_config
+    run_name = (cfg.run_name if cfg else None) or run.result.get("run_name") or ""
+    data = run.metrics.get("data") or (cfg.data if cfg else None) or "random"
     ax.set_title(f"run {run_name}: {Path(str(data)).name} data")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -24,7 +24,7 @@ from ..core.paths import run_dir
 from ..core.settings import Settings
 from ..core.tables import table
 from ..targets import for_settings
-from ..worker.transport import bus_bandwidth
+from ..worker.transport import CheckConfig, bus_bandwidth
 from .train import stage_working_dir, worker_env
 
 #: The module the check's job runs (``python -m``).
@@ -152,11 +152,11 @@ def judge(result: dict[str, Any], expected: str, nccl_env: dict[str, Any] | None
     )
 
 
-def job_config(settings: Settings, *, size_bytes: int | None = None, iters: int | None = None) -> dict[str, Any]:
+def job_config(settings: Settings, *, size_bytes: int | None = None, iters: int | None = None) -> CheckConfig:
     """The check job's ``job_config.json``: the GPU or CPU sizes, the same GPU decision as the training job."""
     use_gpu = for_settings(settings).job_defaults(settings).use_gpu
     big = use_gpu is not False  # True, or "auto" (aws: the driver decides from the cluster's GPUs)
-    return dict(
+    return CheckConfig(
         run_name=f"{settings.run_name}-transport",
         marker=uuid.uuid4().hex[:12],
         use_gpu=use_gpu,
@@ -182,7 +182,7 @@ def run(
     target = for_settings(settings)
     cfg = job_config(settings, size_bytes=size_bytes, iters=iters)
     src = stage_working_dir(settings, cfg)
-    sid = f"raytrain-{cfg['run_name']}-{cfg['marker']}"
+    sid = f"raytrain-{cfg.run_name}-{cfg.marker}"
     python = shlex.quote(target.job_defaults(settings).python)
     with target.job_server(settings) as url, rayjobs.quiet_client_logs():
         client = rayjobs.client(url)
@@ -190,10 +190,10 @@ def run(
             entrypoint=f"{python} -m {CHECK_MODULE} --config job_config.json",
             submission_id=sid,
             runtime_env={"working_dir": str(src), "env_vars": worker_env(settings, extra_env)},
-            metadata={rayjobs.RUN_KEY: cfg["run_name"], "raytrain_marker": cfg["marker"]},
+            metadata={rayjobs.RUN_KEY: cfg.run_name, "raytrain_marker": cfg.marker},
         )
         job = rayjobs.follow(
-            client, sid, timeout_s=timeout_s, quiet=True, log_path=run_dir(settings, cfg["run_name"]) / "job.log"
+            client, sid, timeout_s=timeout_s, quiet=True, log_path=run_dir(settings, cfg.run_name) / "job.log"
         )
     result = job.result or dict(ok=False, error=f"the check job ended {job.status} without a result (see its log)")
     gpus = 1 if result.get("use_gpu") else 0

@@ -101,7 +101,7 @@ def verify(
         settings,
         world or 1,
         on_gpu=on_gpu(run),
-        batch_size=(run.config or {}).get("batch_size") if run else None,
+        batch_size=_config_value(run, "batch_size"),
         kernels=ran_kernels(run),
     )
     check_memory(crit, run, plan)
@@ -115,8 +115,14 @@ def ran_kernels(run: JobRun | None) -> str | None:
     if run is None:
         return None
     ranks = [r.get("kernels") for r in run.ranks or [] if r.get("kernels")]
-    cfg = run.config or {}
-    return ranks[0] if ranks else cfg.get("planned_kernels") or cfg.get("kernels")
+    cfg = run.job_config
+    return ranks[0] if ranks else (cfg.planned_kernels or cfg.kernels if cfg else None)
+
+
+def _config_value(run: JobRun | None, name: str) -> Any:
+    """A field of the job's config (``JobConfig.<name>``); None when the run or its config is not known."""
+    cfg = run.job_config if run else None
+    return getattr(cfg, name) if cfg else None
 
 
 def expected_worker_nodes(settings: Settings, target_name: str) -> int:
@@ -217,7 +223,7 @@ def check_restarts(crit: Criteria, run: JobRun) -> None:
     printed by all the job's worker groups cover the run from where its first group started to the last step."""
     name = "every step trained, failures recovered"
     attempts = run.attempts
-    total = int(run.metrics.get("steps") or run.config.get("steps") or 0)
+    total = int(run.metrics.get("steps") or _config_value(run, "steps") or 0)
     if not attempts or not total:
         crit.add(name, None, na_reason="n/a: no worker marker or step lines in the job's log")
         return
@@ -256,7 +262,7 @@ def check_checkpoint(crit: Criteria, settings: Settings, run: JobRun, check_rest
         crit.add("checkpoint restorable", None, na_reason="skipped by the caller")
     elif ckpt and not str(ckpt).startswith(("s3://", "gs://")):
         try:
-            rc = restore_check(ckpt, run.config.get("model") or model_config(settings))
+            rc = restore_check(ckpt, _config_value(run, "model") or model_config(settings))
             crit.add(
                 "checkpoint restorable",
                 rc["ok"] and rc["step"] == run.metrics.get("steps"),
@@ -326,7 +332,7 @@ def check_audit_world(crit: Criteria, audit: Any, world: int) -> None:
 
 def worker_logs(settings: Settings, run: JobRun) -> dict[str, str]:
     """The training workers' own log files for this run (NCCL prints there, not on the driver)."""
-    marker = (run.config or {}).get("marker") or (run.result or {}).get("marker")
+    marker = _config_value(run, "marker") or (run.result or {}).get("marker")
     if not marker:
         return {}
     return for_settings(settings).worker_logs(settings, marker)
@@ -389,8 +395,8 @@ def learned(evals: list, data: str | None, margin: float = LEARNED_MARGIN) -> tu
 def check_learned(crit: Criteria, run: JobRun, margin: float = LEARNED_MARGIN) -> None:
     """The model learned: the held-out eval loss fell by ``margin`` (n/a on random data)."""
     evals = run.metrics.get("evals") or [(st["step"], st["eval_loss"]) for st in run.steps if "eval_loss" in st]
-    data = run.metrics.get("data") or (run.config or {}).get("data")
-    if not evals and (run.config or {}).get("eval_every") == 0:
+    data = run.metrics.get("data") or _config_value(run, "data")
+    if not evals and _config_value(run, "eval_every") == 0:
         ok, evidence = None, "n/a: train.eval_every is 0, so the job held out no evals to compare"
     else:
         ok, evidence = learned(evals, data, margin)

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .hub import resolve_config_dir
+from .job_config import JobConfig
 
 LEARNABLE = "learnable"
 RANDOM = "random"
@@ -182,19 +183,19 @@ class TextPacker:
 LEARNABLE_BLOCKS = 2
 
 
-def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) -> dict[str, Any]:
-    """``{"train": Dataset}`` of packed ``input_ids`` rows for ``cfg["data"]`` (the held-out rows: :func:`eval_rows`).
+def build_datasets(cfg: JobConfig, model_dir: str | None, vocab_size: int) -> dict[str, Any]:
+    """``{"train": Dataset}`` of packed ``input_ids`` rows for ``cfg.data`` (the held-out rows: :func:`eval_rows`).
 
     ``model_dir``: the resolved ``model_id`` on the driver (its tokenizer is used when it has one; the Ray Data
     tasks resolve ``model_id`` again on their own node)."""
     import numpy as np
 
-    source = cfg.get("data") or LEARNABLE
-    workers = int(cfg.get("num_workers") or 1)
+    source = cfg.data or LEARNABLE
+    workers = int(cfg.num_workers or 1)
     if source == RANDOM:
-        need = int(cfg["steps"]) * int(cfg["batch_size"]) * workers
-        shape = (max(need, 1), int(cfg["seq_len"]))
-        ids = np.random.default_rng(int(cfg["seed"])).integers(0, vocab_size, shape, dtype=np.int64)
+        need = int(cfg.steps) * int(cfg.batch_size) * workers
+        shape = (max(need, 1), int(cfg.seq_len))
+        ids = np.random.default_rng(int(cfg.seed)).integers(0, vocab_size, shape, dtype=np.int64)
         return {"train": driver_rows(ids, workers)}
     if source == LEARNABLE:
         rows = np.concatenate(learnable_blocks(cfg, model_dir, "train"))
@@ -202,13 +203,11 @@ def build_datasets(cfg: dict[str, Any], model_dir: str | None, vocab_size: int) 
     return {"train": _packed(read_texts(source), cfg, model_dir, "train")}
 
 
-def learnable_blocks(cfg: dict[str, Any], model_dir: str | None, split: str) -> list:
+def learnable_blocks(cfg: JobConfig, model_dir: str | None, split: str) -> list:
     """The learnable corpus packed for ``split``, block by block (``LEARNABLE_BLOCKS`` equal parts of its lines):
     a row is cut from one block's texts, as Ray Data cuts a file's rows from one block."""
-    packer = TextPacker(
-        int(cfg["seq_len"]), cfg.get("model_id"), has_own_tokenizer=has_tokenizer(model_dir), split=split
-    )
-    lines = learnable_lines(int(cfg["seed"]))
+    packer = TextPacker(int(cfg.seq_len), cfg.model_id, has_own_tokenizer=has_tokenizer(model_dir), split=split)
+    lines = learnable_lines(int(cfg.seed))
     n, k = len(lines), LEARNABLE_BLOCKS
     return [packer({"text": lines[i * n // k : (i + 1) * n // k]})["input_ids"] for i in range(k)]
 
@@ -226,17 +225,17 @@ def driver_rows(rows, workers: int):
     return ray.data.from_items([{"input_ids": r} for r in rows], override_num_blocks=max(1, min(workers, len(rows))))
 
 
-def eval_rows(cfg: dict[str, Any], model_dir: str | None, vocab_size: int):
+def eval_rows(cfg: JobConfig, model_dir: str | None, vocab_size: int):
     """The held-out rows every evaluation reads (int64, ``[rows, seq_len]``), made once by the driver: at most
     ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block by block like the train split;
     files and S3: the first held-out rows Ray Data packs; ``random``: seeded random ids."""
     import numpy as np
 
-    source = cfg.get("data") or LEARNABLE
-    seq_len, batch = int(cfg["seq_len"]), int(cfg["batch_size"])
-    rows = EVAL_MAX_BATCHES * batch * int(cfg.get("num_workers") or 1)
+    source = cfg.data or LEARNABLE
+    seq_len, batch = int(cfg.seq_len), int(cfg.batch_size)
+    rows = EVAL_MAX_BATCHES * batch * int(cfg.num_workers or 1)
     if source == RANDOM:
-        return np.random.default_rng(int(cfg["seed"]) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
+        return np.random.default_rng(int(cfg.seed) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
     if source == LEARNABLE:
         return np.concatenate(learnable_blocks(cfg, model_dir, "eval"))[:rows]
     got = _packed(read_texts(source), cfg, model_dir, "eval").limit(rows).take_all()
@@ -250,10 +249,10 @@ def rank_rows(rows, rank: int, world: int):
     return rows[rank * per : (rank + 1) * per]
 
 
-def _packed(texts, cfg: dict[str, Any], model_dir: str | None, split: str):
+def _packed(texts, cfg: JobConfig, model_dir: str | None, split: str):
     """``texts`` tokenized and packed to ``seq_len`` rows, keeping ``split``'s texts (see :func:`is_eval`)."""
     own = has_tokenizer(model_dir)
-    packer = TextPacker(int(cfg["seq_len"]), cfg.get("model_id"), has_own_tokenizer=own, split=split)
+    packer = TextPacker(int(cfg.seq_len), cfg.model_id, has_own_tokenizer=own, split=split)
     # whole blocks: a row is cut from the texts of one batch, and the held-out texts of a few hundred short lines
     # hold fewer tokens than one row of a long seq_len (2048: no eval row at all); num_cpus=0: the training workers
     # hold the worker nodes' CPUs, and this work is light

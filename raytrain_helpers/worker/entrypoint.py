@@ -15,7 +15,8 @@ from typing import Any
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from . import data as data_mod
 from .hub import ModelSourceError, resolve_config_dir
-from .train import train_loop_per_worker
+from .job_config import JobConfig, JobConfigError
+from .train import loop_config, train_loop_per_worker
 
 
 def _num_workers(requested: int, use_gpu: bool) -> int:
@@ -32,18 +33,18 @@ def _num_workers(requested: int, use_gpu: bool) -> int:
     return requested or slots
 
 
-def datasets_for(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def datasets_for(cfg: JobConfig) -> tuple[dict[str, Any], Any]:
     """The job's ``train`` Ray Dataset and its held-out rows for ``train.data``, tokenized for the model.
 
     The driver runs on the head: it fetches a hub model's config and tokenizer only, never its weights (the
     training workers load those into their own cache)."""
     model_dir = None
-    if cfg.get("model_id"):
+    if cfg.model_id:
         try:
-            model_dir = resolve_config_dir(cfg["model_id"])
+            model_dir = resolve_config_dir(cfg.model_id)
         except ModelSourceError as e:
             raise SystemExit(f"[driver] {e}") from None
-    vocab = int(cfg["model"]["vocab_size"])
+    vocab = int(cfg.model["vocab_size"])
     return data_mod.build_datasets(cfg, model_dir, vocab), data_mod.eval_rows(cfg, model_dir, vocab)
 
 
@@ -76,46 +77,46 @@ def node_table(wait_for_a_death: bool = False) -> list[dict[str, Any]]:
         time.sleep(1.0)
 
 
-def run(cfg: dict[str, Any]) -> dict[str, Any]:
+def run(cfg: JobConfig) -> dict[str, Any]:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     ray.init(log_to_driver=True)
-    use_gpu = cfg["use_gpu"]
+    use_gpu = cfg.use_gpu
     if use_gpu == "auto":
         use_gpu = ray.cluster_resources().get("GPU", 0) > 0
     use_gpu = bool(use_gpu)
-    n = _num_workers(int(cfg.get("num_workers") or 0), use_gpu)
+    n = _num_workers(int(cfg.num_workers or 0), use_gpu)
     res = {TRAIN_SLOT: 1, "CPU": 1}
     if use_gpu:
         res["GPU"] = 1
-    cfg = dict(cfg, num_workers=n)
+    cfg = cfg.replace(num_workers=n)
     print(
         f"[driver] TorchTrainer: {n} workers, use_gpu={use_gpu}, backend={'nccl' if use_gpu else 'gloo'}, "
-        f"run={cfg['run_name']}, storage={cfg['storage_path']}",
+        f"run={cfg.run_name}, storage={cfg.storage_path}",
         flush=True,
     )
     datasets, held_out = datasets_for(cfg)
     # the held-out rows go to Ray's object store once; every worker reads them from there (train_loop_config
     # carries the reference, not the rows)
-    cfg = dict(cfg, eval_rows=ray.put(held_out))
+    eval_rows = ray.put(held_out)
     print(
-        f"[driver] data: {cfg.get('data') or data_mod.LEARNABLE} -> Ray Dataset 'train' (split over the workers), "
+        f"[driver] data: {cfg.data or data_mod.LEARNABLE} -> Ray Dataset 'train' (split over the workers), "
         f"{len(held_out)} held-out rows",
         flush=True,
     )
     trainer = TorchTrainer(
         train_loop_per_worker,
-        train_loop_config=cfg,
+        train_loop_config=loop_config(cfg, eval_rows),
         datasets=datasets,
         dataset_config=data_mod.data_config(),
         scaling_config=ScalingConfig(num_workers=n, use_gpu=use_gpu, resources_per_worker=res),
         run_config=RunConfig(
-            name=cfg["run_name"],
-            storage_path=cfg["storage_path"],
+            name=cfg.run_name,
+            storage_path=cfg.storage_path,
             # train.max_failures: restart the worker group from the latest checkpoint after a worker or node died
-            failure_config=FailureConfig(max_failures=int(cfg.get("max_failures") or 0)),
+            failure_config=FailureConfig(max_failures=int(cfg.max_failures or 0)),
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo", timeout_s=600),
     )
@@ -141,9 +142,9 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         wall_s=time.time() - t0,
         num_workers=n,
         use_gpu=use_gpu,
-        run_name=cfg["run_name"],
-        marker=cfg["marker"],
-        storage_path=cfg["storage_path"],
+        run_name=cfg.run_name,
+        marker=cfg.marker,
+        storage_path=cfg.storage_path,
     )
     return out
 
@@ -153,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True)
     args = ap.parse_args(argv)
     with open(args.config) as f:
-        cfg = json.load(f)
+        text = f.read()
+    try:  # before Ray starts: a misspelt or missing key fails the job at once, naming the key
+        cfg = JobConfig.from_json(text)
+    except JobConfigError as e:
+        raise SystemExit(f"[driver] {args.config}: {e}") from None
     out = run(cfg)
     print(RESULT_PREFIX + json.dumps(out, default=str), flush=True)
     if not out["ok"]:

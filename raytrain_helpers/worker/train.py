@@ -1,8 +1,8 @@
 """The per-worker training loop: Qwen2 (random init, or pretrained weights), FSDP2, AdamW, data from Ray Data.
 
 This module runs inside the Ray Train workers (in the DLC on aws, in the local raylets here). It
-imports only torch, transformers, ray, the standard library and the package's shared constants, and takes a
-plain JSON-able config.
+imports only torch, transformers, ray, the standard library and the package's shared constants, and reads the
+job's :class:`~raytrain_helpers.worker.job_config.JobConfig` (handed over by Ray Train as JSON: :func:`loop_config`).
 
 Each rank reads its shard of the ``train`` dataset (``ray.train.get_dataset_shard``). Per step rank 0 prints loss,
 step time, tokens/s and peak memory, and every ``eval_every`` steps the loss on the held-out rows; every
@@ -27,11 +27,18 @@ from ..core.constants import MARKER_PREFIX, STEP_PREFIX, SUMMARY_PREFIX
 from . import data as data_mod
 from . import kernels
 from . import model as model_mod
+from .job_config import JobConfig
 
 
-def build_model(cfg: dict[str, Any], device):
-    """The model with random weights from ``cfg["model"]`` (a preset, or a model_id's config.json)."""
-    return model_mod.build_random(cfg["model"], device)
+def loop_config(cfg: JobConfig, eval_rows: Any = None) -> dict[str, Any]:
+    """Ray Train's ``train_loop_config`` (a dict): the job config as its JSON object, and the object reference of
+    the held-out rows the driver put in Ray's object store (None: no evaluation)."""
+    return {"job": cfg.to_dict(), "eval_rows": eval_rows}
+
+
+def build_model(cfg: JobConfig, device):
+    """The model with random weights from ``cfg.model`` (a preset, or a model_id's config.json)."""
+    return model_mod.build_random(cfg.model, device)
 
 
 shard_model = model_mod.shard_model
@@ -58,16 +65,16 @@ def local_state_bytes(model, optimizer) -> dict[str, int]:
     return dict(params=params, grads=grads, optimizer=optim, total=params + grads + optim)
 
 
-def _random_batches(cfg: dict[str, Any], rank: int, vocab: int):
+def _random_batches(cfg: JobConfig, rank: int, vocab: int):
     """Seeded uniform tokens, one batch per step: ``random`` data when the loop runs without Ray Data."""
     import torch
 
-    for step in range(int(cfg["steps"])):
-        g = torch.Generator().manual_seed(cfg["seed"] * 1_000_003 + rank * 10_007 + step)
-        yield torch.randint(0, vocab, (cfg["batch_size"], cfg["seq_len"]), generator=g)
+    for step in range(cfg.steps):
+        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + rank * 10_007 + step)
+        yield torch.randint(0, vocab, (cfg.batch_size, cfg.seq_len), generator=g)
 
 
-def _readers(cfg: dict[str, Any], rank: int, world: int, vocab: int):
+def _readers(cfg: JobConfig, rank: int, world: int, vocab: int, eval_rows: Any = None):
     """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``) and its share of the
     driver's held-out rows, or, outside a Ray Train run with datasets (the torchrun benchmark), seeded random
     tokens and no evaluation."""
@@ -78,24 +85,24 @@ def _readers(cfg: dict[str, Any], rank: int, world: int, vocab: int):
     except Exception:  # noqa: BLE001 - not in a Ray Train session with datasets
         train_shard = None
     if train_shard is None:
-        if (cfg.get("data") or data_mod.RANDOM) != data_mod.RANDOM:
-            raise RuntimeError(f"train.data = {cfg.get('data')!r} needs the job's Ray Datasets; none were given")
+        if cfg.data != data_mod.RANDOM:
+            raise RuntimeError(f"train.data = {cfg.data!r} needs the job's Ray Datasets; none were given")
         return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), []
-    b = int(cfg["batch_size"])
+    b = cfg.batch_size
     reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
-    return reader, _held_out_batches(cfg, rank, world)
+    return reader, _held_out_batches(cfg, rank, world, eval_rows)
 
 
-def _held_out_batches(cfg: dict[str, Any], rank: int, world: int) -> list:
+def _held_out_batches(cfg: JobConfig, rank: int, world: int, eval_rows: Any) -> list:
     """This rank's held-out batches (the same at every evaluation): its share of the rows the driver put in Ray's
     object store, at most ``EVAL_MAX_BATCHES`` batches."""
     import ray
     import torch
 
-    if cfg.get("eval_rows") is None:
+    if eval_rows is None:
         return []
-    mine = torch.tensor(data_mod.rank_rows(ray.get(cfg["eval_rows"]), rank, world))  # a copy: the store's is read-only
-    b = int(cfg["batch_size"])
+    mine = torch.tensor(data_mod.rank_rows(ray.get(eval_rows), rank, world))  # a copy: the store's is read-only
+    b = cfg.batch_size
     return [mine[i : i + b] for i in range(0, len(mine), b)][: data_mod.EVAL_MAX_BATCHES]
 
 
@@ -107,19 +114,22 @@ def _peak_memory(device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def train_loop_per_worker(cfg: dict[str, Any]) -> None:
-    """The function Ray Train runs on every worker: build, shard, resume, train, summarise, checkpoint."""
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    """The function Ray Train runs on every worker: build, shard, resume, train, summarise, checkpoint.
+
+    ``config``: Ray Train's ``train_loop_config``, as :func:`loop_config` makes it."""
     import ray.train
 
-    w = _setup(cfg)
+    cfg = JobConfig.from_dict(config["job"])
+    w = _setup(cfg, config.get("eval_rows"))
     start_step = _resume(w, cfg)
-    steps = int(cfg["steps"])
+    steps = cfg.steps
     losses, step_times, last_metrics = _train_steps(w, cfg, start_step, steps)
     final = _summary(w, cfg, losses, step_times, last_metrics, start_step, steps)
     if w.rank == 0:  # also in the job's logs, so the summary survives runs without a final checkpoint
         print(SUMMARY_PREFIX + json.dumps(final, default=str), flush=True)
     # Ray Train's Result.metrics are those of the latest checkpoint: the summary rides on the final one.
-    if cfg.get("final_checkpoint", True):
+    if cfg.final_checkpoint:
         _save_and_report(w.model, w.optimizer, final, steps, w.rank, cfg, meta=_data_meta(w))
     else:  # benchmarks: no multi-GB write after the timed steps
         ray.train.report(final)
@@ -128,13 +138,13 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     print(f"[train] SUCCESS rank={w.rank}/{w.world}", flush=True)
 
 
-def _export(w, cfg: dict[str, Any], final: dict[str, Any]) -> None:
+def _export(w, cfg: JobConfig, final: dict[str, Any]) -> None:
     """Gather the trained shards once and write the Hugging Face folder (rank 0); every rank takes part."""
     import torch.distributed as dist
 
     full = model_mod.gather_full_state(w.model)
     if w.rank == 0:
-        meta = dict(step=final["step"], run_name=cfg["run_name"], data=final["data"], model_id=cfg.get("model_id"))
+        meta = dict(step=final["step"], run_name=cfg.run_name, data=final["data"], model_id=cfg.model_id)
         model_mod.write_hf_folder(full, w.model.config, final["export_path"], model_dir=w.model_dir, meta=meta)
         print(f"[train] exported the model to {final['export_path']}", flush=True)
     del full
@@ -148,7 +158,7 @@ class _Worker:
         self.__dict__.update(kw)
 
 
-def _setup(cfg: dict[str, Any]) -> _Worker:
+def _setup(cfg: JobConfig, eval_rows: Any = None) -> _Worker:
     import ray
     import ray.train
     import ray.train.torch
@@ -158,29 +168,27 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     node_id = ray.get_runtime_context().get_node_id()
     host = socket.gethostname()
-    print(
-        f"{MARKER_PREFIX}{cfg['marker']} rank={rank}/{world} node={node_id} host={host} pid={os.getpid()}", flush=True
-    )
+    print(f"{MARKER_PREFIX}{cfg.marker} rank={rank}/{world} node={node_id} host={host} pid={os.getpid()}", flush=True)
     device = ray.train.torch.get_device()
     on_gpu = device.type == "cuda"
     if not on_gpu:
-        torch.set_num_threads(int(cfg.get("cpu_threads", 1)))
-    mixed = on_gpu and cfg.get("precision", "auto") in ("auto", "bf16")
-    torch.manual_seed(cfg["seed"])  # identical initial weights on every rank before sharding
+        torch.set_num_threads(cfg.cpu_threads)
+    mixed = on_gpu and cfg.precision in ("auto", "bf16")
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank before sharding
 
     def patch(m):  # before sharding: patches forwards
-        kernels.apply(m, cfg.get("kernels", "none"), on_gpu=on_gpu)
+        kernels.apply(m, cfg.kernels, on_gpu=on_gpu)
 
     model_dir = None
-    if cfg.get("model_id"):  # pretrained: meta init, shard, rank 0 reads, broadcast
-        model_dir = model_mod.resolve_model_dir(cfg["model_id"])
+    if cfg.model_id:  # pretrained: meta init, shard, rank 0 reads, broadcast
+        model_dir = model_mod.resolve_model_dir(cfg.model_id)
         model = model_mod.load_pretrained(model_dir, device, rank=rank, mixed_precision=mixed, before_shard=patch)
     else:
         model = build_model(cfg, device)
         patch(model)
         shard_model(model, mixed_precision=mixed)
-    reader, eval_batches = _readers(cfg, rank, world, model.config.vocab_size)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["learning_rate"], fused=on_gpu or None)
+    reader, eval_batches = _readers(cfg, rank, world, model.config.vocab_size, eval_rows)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, fused=on_gpu or None)
     return _Worker(
         rank=rank,
         world=world,
@@ -199,7 +207,7 @@ def _setup(cfg: dict[str, Any]) -> _Worker:
     )
 
 
-def _resume(w: _Worker, cfg: dict[str, Any]) -> int:
+def _resume(w: _Worker, cfg: JobConfig) -> int:
     """Load the latest checkpoint of the run, if Ray Train hands one over; returns the step to start from."""
     import ray.train
     import torch.distributed.checkpoint as dcp
@@ -226,13 +234,13 @@ def _resume(w: _Worker, cfg: dict[str, Any]) -> int:
     return w.resumed_from
 
 
-def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
+def _train_steps(w: _Worker, cfg: JobConfig, start_step: int, steps: int):
     """Forward, backward, AdamW step; a step line every step, a checkpoint every ``checkpoint_every`` steps."""
     import torch
     import torch.distributed as dist
 
-    every = int(cfg.get("checkpoint_every") or 0)
-    tokens_per_step = cfg["batch_size"] * cfg["seq_len"]
+    every = cfg.checkpoint_every
+    tokens_per_step = cfg.batch_size * cfg.seq_len
     losses: list[float] = []
     step_times: list[float] = []
     last_metrics: dict[str, Any] = {}
@@ -287,13 +295,13 @@ def _train_steps(w: _Worker, cfg: dict[str, Any], start_step: int, steps: int):
     return losses, step_times, last_metrics
 
 
-def eval_due(cfg: dict[str, Any], step: int, steps: int) -> bool:
+def eval_due(cfg: JobConfig, step: int, steps: int) -> bool:
     """Evaluate after this step? Every ``eval_every`` steps and after the last one (0: only the last)."""
-    every = int(cfg.get("eval_every") or 0)
+    every = cfg.eval_every
     return step == steps or bool(every and step % every == 0)
 
 
-def _evaluate(w: _Worker, cfg: dict[str, Any], step: int) -> float | None:
+def _evaluate(w: _Worker, cfg: JobConfig, step: int) -> float | None:
     """Mean loss on this rank's held-out batches (the same every time), averaged over the ranks."""
     import torch
     import torch.distributed as dist
@@ -320,14 +328,14 @@ def _data_meta(w: _Worker) -> dict[str, Any]:
 
 
 def _summary(
-    w: _Worker, cfg: dict[str, Any], losses, step_times, last_metrics, start_step: int, steps: int
+    w: _Worker, cfg: JobConfig, losses, step_times, last_metrics, start_step: int, steps: int
 ) -> dict[str, Any]:
     """Every rank's figures, gathered: throughput after warm-up, MFU, peak memory, sharded state, finite loss."""
     import torch
     import torch.distributed as dist
 
-    tokens_per_step = cfg["batch_size"] * cfg["seq_len"]
-    warm = int(cfg.get("warmup_steps", 0))
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    warm = cfg.warmup_steps
     timed = step_times[warm:] if len(step_times) > warm else step_times
     mean_dt = sum(timed) / len(timed) if timed else float("nan")
     mine = dict(
@@ -347,9 +355,9 @@ def _summary(
         kernels=getattr(w.model, "raytrain_kernels", "none"),
         mfu=kernels.mfu(
             w.model.config.to_dict(),
-            cfg["seq_len"],
+            cfg.seq_len,
             (tokens_per_step / mean_dt) if timed else 0.0,
-            kernels.peak_tflops(torch.cuda.get_device_name(w.device), cfg.get("peak_tflops")) if w.on_gpu else None,
+            kernels.peak_tflops(torch.cuda.get_device_name(w.device), cfg.peak_tflops) if w.on_gpu else None,
         ),
     )
     gathered: list[Any] = [None] * w.world
@@ -369,17 +377,17 @@ def _summary(
         steps=steps,
         step_times=step_times,
         world_size=w.world,
-        data=cfg.get("data") or data_mod.RANDOM,
+        data=cfg.data,
         evals=w.evals,
         data_position=w.reader.position(),
-        export_path=cfg.get("export_path") if cfg.get("export", True) else None,
+        export_path=cfg.export_path if cfg.export else None,
     )
     if not step_times:
         final.update(step=steps, note="already complete: the latest checkpoint is at the last step")
     return final
 
 
-def _save_and_report(model, optimizer, metrics, step, rank, cfg, meta: dict[str, Any] | None = None) -> None:
+def _save_and_report(model, optimizer, metrics, step, rank, cfg: JobConfig, meta: dict[str, Any] | None = None) -> None:
     import ray.train
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -392,8 +400,8 @@ def _save_and_report(model, optimizer, metrics, step, rank, cfg, meta: dict[str,
                 json.dump(
                     dict(
                         step=step,
-                        model=cfg.get("model"),
-                        preset=cfg.get("preset"),
+                        model=cfg.model,
+                        preset=cfg.preset,
                         world_size=metrics.get("world_size"),
                         **(meta or {}),
                     ),

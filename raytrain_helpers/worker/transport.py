@@ -23,15 +23,42 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
+from .job_config import JobConfigError, TypedConfig
 
 #: The most NCCL log text one rank returns (the first lines: version, network, channels).
 MAX_LOG_CHARS = 400_000
 #: NCCL_DEBUG values that already print the INFO lines the audit reads.
 VERBOSE = ("INFO", "TRACE")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckConfig(TypedConfig):
+    """What the transport check runs: its ``job_config.json`` (built by ``steps/transport.py: job_config``)."""
+
+    run_name: str
+    """The check's run (``<run_name>-transport``): its job's log goes to ``runs/<run_name>/job.log``."""
+    marker: str
+    """A short random id of this submission: the end of the job's submission id and of its staged working_dir."""
+    use_gpu: bool | Literal["auto"]
+    """One GPU per rank and NCCL, or CPU ranks and gloo; ``auto``: the driver decides from the cluster's GPUs."""
+    size_bytes: int
+    """Bytes per rank of each timed all-reduce (fp32 elements)."""
+    iters: int = 5
+    """Timed all-reduces; the check reports the slowest rank's mean time of one."""
+    warmup: int = 2
+    """Untimed all-reduces before the timed ones (the first ones set up NCCL's channels)."""
+    wait_s: float = 60
+    """Seconds the driver waits for one free bundle on every worker node (a running job may hold them)."""
+    collective_timeout_s: float = 120
+    """``torch.distributed``'s timeout of each collective, in seconds."""
+
+    #: what the error messages call it
+    WHAT = "transport check config"
 
 
 def bus_bandwidth(nbytes: int, seconds: float, nranks: int) -> tuple[float, float]:
@@ -72,14 +99,14 @@ class Rank:
             port = s.getsockname()[1]
         return f"tcp://{ray.util.get_node_ip_address()}:{port}"
 
-    def run(self, rank: int, world: int, init_method: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    def run(self, rank: int, world: int, init_method: str, cfg: CheckConfig) -> dict[str, Any]:
         import ray
         import torch
         import torch.distributed as dist
 
         device = torch.device("cuda", 0) if self.use_gpu else torch.device("cpu")
         backend = "nccl" if self.use_gpu else "gloo"
-        timeout = timedelta(seconds=float(cfg.get("collective_timeout_s") or 120))
+        timeout = timedelta(seconds=float(cfg.collective_timeout_s or 120))
         if self.use_gpu:
             torch.cuda.set_device(device)
         dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=timeout)
@@ -112,19 +139,19 @@ class Rank:
         return text
 
 
-def _timed_all_reduces(dist, torch, device, cfg: dict[str, Any]) -> float:
+def _timed_all_reduces(dist, torch, device, cfg: CheckConfig) -> float:
     """Mean seconds per all-reduce of ``size_bytes`` (fp32), after ``warmup`` untimed ones."""
-    buf = torch.zeros(max(1, int(cfg["size_bytes"]) // 4), dtype=torch.float32, device=device)
+    buf = torch.zeros(max(1, cfg.size_bytes // 4), dtype=torch.float32, device=device)
 
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for _ in range(int(cfg.get("warmup", 2))):
+    for _ in range(cfg.warmup):
         dist.all_reduce(buf)
     sync()
     dist.barrier()
-    iters = max(1, int(cfg.get("iters", 5)))
+    iters = max(1, cfg.iters)
     t0 = time.perf_counter()
     for _ in range(iters):
         dist.all_reduce(buf)
@@ -151,30 +178,30 @@ def summarize(ranks: list[dict[str, Any]], size_bytes: int) -> dict[str, Any]:
     )
 
 
-def run(cfg: dict[str, Any]) -> dict[str, Any]:
+def run(cfg: CheckConfig) -> dict[str, Any]:
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     ray.init(log_to_driver=True)
-    use_gpu = cfg["use_gpu"]
+    use_gpu = cfg.use_gpu
     if use_gpu == "auto":
         use_gpu = ray.cluster_resources().get("GPU", 0) > 0
     use_gpu = bool(use_gpu)
     nodes = worker_nodes(ray.nodes(), use_gpu)
-    base = dict(use_gpu=use_gpu, marker=cfg["marker"], nodes=len(nodes))
+    base = dict(use_gpu=use_gpu, marker=cfg.marker, nodes=len(nodes))
     if len(nodes) < 2:
         return dict(base, ok=True, skipped=f"{len(nodes)} worker node(s): no pair of nodes to check", world=len(nodes))
     world = len(nodes)
     bundle = {TRAIN_SLOT: 1, "CPU": 1, **({"GPU": 1} if use_gpu else {})}
     pg = placement_group([dict(bundle) for _ in range(world)], strategy="STRICT_SPREAD")
-    ready, _ = ray.wait([pg.ready()], timeout=float(cfg.get("wait_s") or 60))
+    ready, _ = ray.wait([pg.ready()], timeout=float(cfg.wait_s or 60))
     if not ready:
         remove_placement_group(pg)
         return dict(
             base,
             ok=False,
-            error=f"no {world} worker nodes with a free {bundle} within {cfg.get('wait_s') or 60} s: a job still holds "
+            error=f"no {world} worker nodes with a free {bundle} within {cfg.wait_s or 60:g} s: a job still holds "
             f"them, or a node is gone. Fix: wait for the running job (or stop it), then run the check again",
         )
     print(f"[check] {world} ranks, one per worker node, backend={'nccl' if use_gpu else 'gloo'}", flush=True)
@@ -195,7 +222,7 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         for r in ranks:
             ray.kill(r)
         remove_placement_group(pg)
-    return dict(base, **summarize(results, int(cfg["size_bytes"])))
+    return dict(base, **summarize(results, cfg.size_bytes))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,12 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True)
     args = ap.parse_args(argv)
     with open(args.config) as f:
-        cfg = json.load(f)
+        text = f.read()
+    try:  # before Ray starts: a misspelt or missing key fails the job at once, naming the key
+        cfg = CheckConfig.from_json(text)
+    except JobConfigError as e:
+        raise SystemExit(f"[check] {args.config}: {e}") from None
     t0 = time.time()
     try:
         out = run(cfg)
     except Exception as e:  # a rank failed (NCCL error, timeout): report it, then fail the job
-        out = dict(ok=False, error=f"{type(e).__name__}: {e}", marker=cfg.get("marker"))
+        out = dict(ok=False, error=f"{type(e).__name__}: {e}", marker=cfg.marker)
     out["wall_s"] = time.time() - t0
     print(RESULT_PREFIX + json.dumps(out, default=str), flush=True)
     return 0 if out["ok"] else 1

@@ -22,14 +22,15 @@ DRIVER = textwrap.dedent(
     import json, threading, ray
     from ray.util.state import list_tasks
     from raytrain_helpers.worker import data
+    from tests.helpers import job_cfg
     ray.init(log_to_driver=False)
-    cfg = dict(data="learnable", seq_len=2048, batch_size=22, seed=0, steps=1, num_workers=1)
+    cfg = job_cfg(data="learnable", seq_len=2048, batch_size=22, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     counts = {name: d.count() for name, d in ds.items()}
     print("COUNTS " + json.dumps(dict(counts, eval=len(data.eval_rows(cfg, None, data.BYTE_VOCAB)))))
     batches = {}
     for source in ("learnable", "random"):
-        cfg = dict(data=source, seq_len=128, batch_size=2, seed=0, steps=8, num_workers=2)
+        cfg = job_cfg(data=source, seq_len=128, batch_size=2, seed=0, steps=8, num_workers=2)
         shards = data.build_datasets(cfg, None, data.BYTE_VOCAB)["train"].streaming_split(2, equal=True)
         def read(rank, source=source, shards=shards):
             batches[f"{source}-{rank}"] = sum(1 for _ in shards[rank].iter_torch_batches(batch_size=2))
@@ -92,9 +93,10 @@ S3_DRIVER = textwrap.dedent(
     """
     import json, os, sys, ray
     from raytrain_helpers.worker import data
+    from tests.helpers import job_cfg
     keys = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
     ray.init(log_to_driver=False, runtime_env={"env_vars": {k: os.environ[k] for k in keys if k in os.environ}})
-    cfg = dict(data=sys.argv[1], seq_len=16, batch_size=2, seed=0, steps=1, num_workers=1)
+    cfg = job_cfg(data=sys.argv[1], seq_len=16, batch_size=2, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     rows = {name: [r["input_ids"].tolist() for r in d.take_all()] for name, d in ds.items()}
     rows["eval"] = data.eval_rows(cfg, None, data.BYTE_VOCAB).tolist()

@@ -147,7 +147,7 @@ def test_a_killed_worker_kernel_and_node_lose_no_step(local_settings, local_clus
         assert run is not None, "the follower did not return"
         assert f"a job of run 'fault' is already running: following {sid}" in capsys.readouterr().out
         assert run.attached and run.submission_id == sid and run.status == "FAILED", run.logs[-3000:]
-        assert run.config.get("steps") == STEPS, "the attached job's config is read back from its staged folder"
+        assert run.job_config.steps == STEPS, "the attached job's config is read back from its staged folder"
         ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "fault"]
         assert [j.submission_id for j in ours] == [sid], "no second job"
         attempts = run.attempts

@@ -45,8 +45,8 @@ def test_job_config_carries_the_real_config_for_the_checkpoint_check(model_dir, 
 
     monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
     cfg = train_step.job_config(_settings(model_id=str(model_dir), learning_rate=0))
-    assert cfg["model"]["num_hidden_layers"] == 3 and cfg["model_id"] == str(model_dir)
-    assert cfg["learning_rate"] == 2e-5  # auto: fine-tuning
+    assert cfg.model["num_hidden_layers"] == 3 and cfg.model_id == str(model_dir)
+    assert cfg.learning_rate == 2e-5  # auto: fine-tuning
 
 
 def test_known_hub_id_is_planned_offline_and_an_unknown_uncached_one_names_the_fix(empty_hf_cache, clean_env):

@@ -13,7 +13,7 @@ from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.core.criteria import Criteria  # noqa: E402
 from raytrain_helpers.steps import completions, verify  # noqa: E402
 from raytrain_helpers.worker import model as model_mod  # noqa: E402
-from tests.helpers import SMALL_MODEL  # noqa: E402
+from tests.helpers import SMALL_MODEL, job_cfg  # noqa: E402
 
 
 def test_the_criterion_fails_at_89_percent_and_passes_at_90():
@@ -40,7 +40,7 @@ def _export(path, seed=0):
 
 def _run(path, **cfg):
     return SimpleNamespace(
-        config={"model": SMALL_MODEL, "seed": 0, "data": "learnable", "export_path": path, **cfg},
+        job_config=job_cfg(**{"model": SMALL_MODEL, "seed": 0, "data": "learnable", "export_path": path, **cfg}),
         metrics=dict(export_path=path),
     )
 
@@ -65,7 +65,7 @@ def test_the_table_rows_are_prompt_expected_before_after(settings, tmp_path, cap
 
 def test_the_row_passes_when_the_trained_model_continues_every_prompt(settings, monkeypatch):
     """Scoring counts the trained column against the expected one (the model stands in, its rows do not)."""
-    pairs = completions.prompt_pairs(settings, {"data": "learnable", "seed": 0}, None)
+    pairs = completions.prompt_pairs(settings, job_cfg(data="learnable", seed=0), None)
     good = {"rows": [(p, e, "zzzz", e) for p, e in pairs], "before": 0.0, "after": 1.0, "path": "x"}
     monkeypatch.setattr(completions, "generate", lambda *a, **k: good)
     crit = Criteria("t")
@@ -80,7 +80,7 @@ def test_the_row_passes_when_the_trained_model_continues_every_prompt(settings, 
 
 def test_no_export_fails_and_other_data_is_not_applicable(settings, tmp_path):
     crit = Criteria("t")
-    completions.check_completions(crit, settings, SimpleNamespace(config=dict(data="learnable"), metrics={}))
+    completions.check_completions(crit, settings, SimpleNamespace(job_config=job_cfg(data="learnable"), metrics={}))
     assert crit.items[0].status == "FAIL" and "no exported model" in crit.items[0].evidence
     crit = Criteria("t")
     completions.check_completions(crit, settings, _run(None, export=False))

@@ -4,6 +4,8 @@ import pytest
 
 from raytrain_helpers.core import config
 from raytrain_helpers.steps import train, verify
+from raytrain_helpers.worker.job_config import JobConfig
+from tests.helpers import job_cfg
 
 LOGS = """\
 [36m(RayTrainWorker pid=11)[0m [train] step 1/3 loss=6.9303 step_time=0.204s tokens/s=1257 peak_mem=573MiB
@@ -24,9 +26,9 @@ def test_job_config_and_env(clean_env, repo_root, tmp_path, monkeypatch):
     s = config.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, steps=3, run_name="unit")
     s = config.with_overrides(s, env={"NCCL_SOCKET_IFNAME": "^lo,docker0"})
     cfg = train.job_config(s, marker="abc")
-    assert cfg["steps"] == 3 and cfg["marker"] == "abc" and cfg["use_gpu"] is False
-    assert cfg["model"] == config.PRESETS["tiny"]
-    assert cfg["storage_path"] == str(tmp_path / "unit" / "storage")
+    assert cfg.steps == 3 and cfg.marker == "abc" and cfg.use_gpu is False
+    assert cfg.model == config.PRESETS["tiny"]
+    assert cfg.storage_path == str(tmp_path / "unit" / "storage")
     env = train.worker_env(s, {"NCCL_P2P_DISABLE": "1"})
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker0"
     assert env["NCCL_P2P_DISABLE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
@@ -34,6 +36,7 @@ def test_job_config_and_env(clean_env, repo_root, tmp_path, monkeypatch):
     assert (wd / "raytrain_helpers" / "worker" / "train.py").is_file()
     assert (wd / "raytrain_helpers" / "worker" / "entrypoint.py").is_file()
     assert json.loads((wd / "job_config.json").read_text())["marker"] == "abc"
+    assert JobConfig.from_json((wd / "job_config.json").read_text()) == cfg  # what the job's driver reads
     assert not list(wd.rglob("__pycache__"))
 
 
@@ -52,9 +55,9 @@ def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_
     s = config.load(repo_root / "env.yaml", environ={}, target="aws", storage_path="s3://ckpt-b/p")
     planned = train.perf_plan(s).kernels
     assert planned == "liger"
-    assert train.job_pip(s, dict(kernels="auto", planned_kernels=planned)) == [LIGER_REQUIREMENT]
-    assert train.job_pip(s, dict(kernels="none", planned_kernels="none")) == []
+    assert train.job_pip(s, job_cfg(kernels="auto", planned_kernels=planned)) == [LIGER_REQUIREMENT]
+    assert train.job_pip(s, job_cfg(kernels="none", planned_kernels="none")) == []
     extra = config.with_overrides(s, extra_pip=["einops==0.8.1"])
-    assert train.job_pip(extra, dict(kernels="none", planned_kernels="none")) == ["einops==0.8.1"]
+    assert train.job_pip(extra, job_cfg(kernels="none", planned_kernels="none")) == ["einops==0.8.1"]
     pinned = config.with_overrides(s, extra_pip=["liger-kernel==0.8.5"])
-    assert train.job_pip(pinned, dict(kernels="liger", planned_kernels="liger")) == ["liger-kernel==0.8.5"]
+    assert train.job_pip(pinned, job_cfg(kernels="liger", planned_kernels="liger")) == ["liger-kernel==0.8.5"]

@@ -248,7 +248,7 @@ def test_the_exported_model_is_a_row_of_the_criteria_table(settings, good_run, m
     its generations kept for section 5's table; without an export recorded, the row fails and says so."""
     torch = pytest.importorskip("torch")
     from raytrain_helpers.worker import model as model_mod
-    from tests.helpers import SMALL_MODEL
+    from tests.helpers import SMALL_MODEL, job_cfg
 
     monkeypatch.setattr(verify, "live_status", lambda *a: "SUCCEEDED")
     name = "trained model completes held-out prompts"
@@ -258,7 +258,7 @@ def test_the_exported_model_is_a_row_of_the_criteria_table(settings, good_run, m
     model = model_mod.build_random(SMALL_MODEL, "cpu")
     model_mod.write_hf_folder(model.state_dict(), model.config, str(tmp_path / "model"), model_dir=None, meta={})
     run = copy.deepcopy(good_run)
-    run.config.update(model=SMALL_MODEL, seed=0, data="learnable", export_path=str(tmp_path / "model"))
+    run.config = job_cfg(model=SMALL_MODEL, seed=0, data="learnable", export_path=str(tmp_path / "model")).to_dict()
     v = verify.verify(settings, run, check_restore=False)
     row = next(c for c in v.criteria.items if c.name.startswith(name))
     assert row.status == "FAIL" and "/20 exactly right" in row.evidence and len(v.generations["rows"]) == 20

@@ -7,6 +7,7 @@ import math
 from raytrain_helpers.clients.rayjobs import JobRun
 from raytrain_helpers.core.criteria import Criteria
 from raytrain_helpers.steps import verify
+from tests.helpers import job_cfg
 
 # eval losses of real runs of the job (tiny preset, 2 CPU workers, 8 steps, eval every 2 steps)
 LEARNABLE = [(0, 6.43), (2, 6.02), (4, 5.41), (6, 4.90), (8, 4.47)]
@@ -59,9 +60,9 @@ def test_no_evals_asked_for_is_not_a_failure():
     from raytrain_helpers.steps.verify import check_learned
 
     crit = Criteria("verification")
-    run = SimpleNamespace(metrics={"data": "learnable"}, steps=[], config={"eval_every": 0, "data": "learnable"})
+    run = SimpleNamespace(metrics={"data": "learnable"}, steps=[], job_config=job_cfg(eval_every=0, data="learnable"))
     check_learned(crit, run)
     assert crit.items[-1].status == "n/a" and "eval_every is 0" in crit.items[-1].evidence
     crit = Criteria("verification")
-    check_learned(crit, SimpleNamespace(metrics={"data": "learnable"}, steps=[], config={"eval_every": 2}))
+    check_learned(crit, SimpleNamespace(metrics={"data": "learnable"}, steps=[], job_config=job_cfg(eval_every=2)))
     assert crit.items[-1].status == "FAIL"

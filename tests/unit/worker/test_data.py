@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raytrain_helpers.worker import data
+from tests.helpers import job_cfg
 
 torch = pytest.importorskip("torch")
 
@@ -55,7 +56,7 @@ def test_the_packer_of_a_split_packs_only_that_splits_texts():
 def test_the_driver_packs_the_held_out_rows_of_the_learnable_corpus_block_by_block():
     """What every evaluation reads: only held-out texts, packed per block like the train split's tasks, cut to
     EVAL_MAX_BATCHES batches per rank; the same rows every time."""
-    cfg = dict(data="learnable", seq_len=16, batch_size=2, seed=0, num_workers=2)
+    cfg = job_cfg(data="learnable", seq_len=16, batch_size=2, seed=0, num_workers=2)
     rows = data.eval_rows(cfg, None, data.BYTE_VOCAB)
     lines = data.learnable_lines(0)
     half = len(lines) // data.LEARNABLE_BLOCKS
@@ -63,10 +64,10 @@ def test_the_driver_packs_the_held_out_rows_of_the_learnable_corpus_block_by_blo
     assert rows.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and rows.dtype.name == "int64"
     assert rows.tolist() == first_block[: len(rows)]
     assert (rows == data.eval_rows(cfg, None, data.BYTE_VOCAB)).all()
-    long = data.eval_rows(dict(cfg, seq_len=2048, batch_size=22), None, data.BYTE_VOCAB)
+    long = data.eval_rows(cfg.replace(seq_len=2048, batch_size=22), None, data.BYTE_VOCAB)
     held = sum(len(t.encode()) + 1 for t in lines if data.is_eval(t))
     assert held // 2048 - data.LEARNABLE_BLOCKS <= len(long) <= held // 2048  # less than a row lost per block
-    noise = data.eval_rows(dict(cfg, data="random"), None, 50)
+    noise = data.eval_rows(cfg.replace(data="random"), None, 50)
     assert noise.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and 0 <= noise.min() and noise.max() < 50
 
 

@@ -17,6 +17,7 @@ import pytest
 from huggingface_hub.utils import filter_repo_objects
 
 from raytrain_helpers.worker import data, entrypoint, hub
+from tests.helpers import job_cfg
 
 WEIGHTS = (".safetensors", ".bin")
 
@@ -55,8 +56,8 @@ def fake_hub(tmp_path, monkeypatch):
 
 def test_the_drivers_data_path_fetches_config_and_tokenizer_never_weights(fake_hub, monkeypatch):
     monkeypatch.setattr(data, "driver_rows", lambda rows, workers: rows)  # the Ray Dataset wrapper, not under test
-    cfg = dict(model_id="org/tiny", model={"vocab_size": 36}, data="learnable", seq_len=8, batch_size=2, seed=0)
-    datasets, held_out = entrypoint.datasets_for(dict(cfg, num_workers=2))
+    cfg = job_cfg(model_id="org/tiny", model={"vocab_size": 36}, data="learnable", seq_len=8, batch_size=2, seed=0)
+    datasets, held_out = entrypoint.datasets_for(cfg.replace(num_workers=2))
     assert fake_hub, "the driver fetched nothing: the tokenizer did not come from the hub"
     assert "config.json" in fake_hub and "tokenizer.json" in fake_hub
     assert not [f for f in fake_hub if f.endswith(WEIGHTS)], fake_hub

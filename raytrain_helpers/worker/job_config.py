@@ -1,0 +1,235 @@
+"""The training job's configuration: one typed object, written as ``job_config.json`` into the job's working_dir.
+
+The notebook side builds it from the settings (``steps/train.py: job_config``); the job's driver on the head reads it
+back (:meth:`JobConfig.from_json`) and hands it to every worker, which reads ``cfg.steps``, ``cfg.seq_len``... A
+misspelt, missing or ill-typed key is an error naming the key where the config is built or read, before the job is
+submitted, not a ``KeyError`` on a worker. Every field is documented by the string literal under it
+(:func:`field_docs` reads them). :class:`TypedConfig` holds what such a config does (the transport check's job has
+one too: ``worker/transport.py: CheckConfig``).
+
+Runs in the job as well: standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import json
+import textwrap
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+Self = TypeVar("Self", bound="TypedConfig")
+
+
+class JobConfigError(ValueError):
+    """A job config that is not one: an unknown or missing key, or a value of the wrong type (the message names it)."""
+
+
+class TypedConfig:
+    """What a job's config does, for the frozen dataclasses that subclass it (:class:`JobConfig`, the transport
+    check's): check its values' types, write its JSON, and read JSON back refusing unknown and missing keys."""
+
+    #: what the error messages call it
+    WHAT = "config"
+    #: values for required keys missing from a config recorded by an earlier version (see :meth:`from_dict`)
+    RECORDED: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not _accepts(hints[f.name], value):
+                kind, doc = _hint_name(hints[f.name]), _first_sentence(field_docs(type(self)).get(f.name, ""))
+                raise JobConfigError(
+                    f"{self.WHAT}: {f.name} = {value!r} is not of type {kind}. Fix: give {f.name} a value of that "
+                    f"type ({doc})"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as the JSON object ``job_config.json`` holds (one key per field)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        """``job_config.json``'s text; raises :class:`JobConfigError` naming the first value that would not read
+        back as itself (a tuple, a set, a path, a non-str key, NaN), so the job reads exactly this config."""
+        d = self.to_dict()
+        for k, v in d.items():
+            try:
+                same = json.loads(json.dumps(v)) == v
+            except (TypeError, ValueError):  # not JSON at all
+                same = False
+            if not same:
+                raise JobConfigError(
+                    f"{self.WHAT}: {k} = {v!r} does not read back from JSON as itself. Fix: plain JSON values "
+                    "(dicts with str keys, lists, str, int, finite float, bool, None)"
+                )
+        return json.dumps(d, indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> Self:
+        """The config of a ``job_config.json`` object. Unknown and missing keys are errors naming them.
+
+        ``recorded``: the config an earlier run recorded, read back for display (``runs/<run>/job.json``, a staged
+        ``job_config.json``): keys this version does not know are left out, and keys added since are filled in
+        with what such a job ran with (``RECORDED``, then the fields' defaults)."""
+        if not isinstance(d, dict):
+            raise JobConfigError(f"{cls.WHAT}: expected a JSON object, got {type(d).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in d if k not in names]
+        if unknown and not recorded:
+            k = unknown[0]
+            close = difflib.get_close_matches(k, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise JobConfigError(f"{cls.WHAT}: unknown key {k!r}: {hint}Fix: use the keys of {cls.__name__}: {names}")
+        values = {k: v for k, v in d.items() if k in names}
+        if recorded:
+            values = {**{k: v for k, v in cls.RECORDED.items() if k not in values}, **values}
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        missing = [k for k in required if k not in values]
+        if missing:
+            k = missing[0]
+            raise JobConfigError(
+                f"{cls.WHAT}: missing key {k!r} ({_first_sentence(field_docs(cls).get(k, ''))}). Fix: set {k}"
+            )
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """The config of ``job_config.json``'s text (see :meth:`from_dict`)."""
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise JobConfigError(f"{cls.WHAT}: not JSON ({e})") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any] | None) -> Self | None:
+        """The config an earlier run recorded, or None when there is none or it cannot be read (display only)."""
+        if not d:
+            return None
+        try:
+            return cls.from_dict(d, recorded=True)
+        except JobConfigError:
+            return None
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (checked like the constructor: an unknown field is a ``TypeError`` naming it)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig(TypedConfig):
+    """What the training job runs: the run, the model, the data, the optimizer, checkpoints and where they go."""
+
+    run_name: str
+    """The run's name: Ray Train's ``RunConfig(name=...)``, so a job submitted again under the same name resumes
+    from the run's latest checkpoint in ``storage_path``."""
+    marker: str
+    """A short random id of this submission: the end of the job's submission id and of its staged working_dir, and
+    printed by every worker (``RAYTRAIN_MARKER``) so its log lines can be told from an earlier job's."""
+    model: dict[str, Any]
+    """The model's shape as a Hugging Face ``config.json`` dict: the ``model_preset``'s, or ``model_id``'s own."""
+    preset: str | None = None
+    """``train.model_preset``: the name of the shape in ``model`` (recorded in every checkpoint)."""
+    model_id: str | None = None
+    """``train.model_id``: pretrained weights to fine-tune (a local folder or a hub id); None = random weights."""
+    data: str
+    """``train.data``: ``learnable``, ``random``, a file or folder of text / jsonl / parquet, or ``s3://...``."""
+    steps: int
+    """Optimizer steps of the whole run (a resumed run counts the steps already done)."""
+    seq_len: int
+    """Tokens per row: the data is packed to rows of this length."""
+    batch_size: int
+    """Rows per step on each worker (``train.batch_size``, with ``auto`` resolved by the memory plan)."""
+    learning_rate: float
+    """AdamW's learning rate (``train.learning_rate``, with 0 = auto resolved)."""
+    seed: int
+    """Seeds the initial weights (the same on every rank), the random data and the learnable corpus."""
+    use_gpu: bool | Literal["auto"]
+    """Ray Train's ``ScalingConfig(use_gpu=...)``: one GPU per worker and NCCL, or CPU workers and gloo; ``auto``:
+    the job's driver decides from the cluster (GPUs in it or not)."""
+    storage_path: str
+    """Where Ray Train writes the run's checkpoints (``RunConfig(storage_path=...)``): a folder or ``s3://...``."""
+    num_workers: int = 0
+    """Training workers (ranks); 0 = one per worker slot the cluster offers (one per GPU on GPU nodes)."""
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    """``bf16``: bf16 compute with fp32 master weights on GPUs (``auto`` alike); ``fp32`` everywhere; CPU: fp32."""
+    kernels: Literal["auto", "liger", "none"] = "none"
+    """Fused Liger kernels: ``liger``, ``none``, or ``auto`` (each worker uses them on a GPU when it can)."""
+    planned_kernels: Literal["liger", "none"] | None = None
+    """The kernels the memory plan assumed for the workers' GPUs (what ``auto`` is expected to become)."""
+    peak_tflops: dict[str, float] | None = None
+    """Dense bf16 peak TFLOP/s per GPU model, for each worker's MFU (the workers cannot import the plan's table)."""
+    eval_every: int = 0
+    """Held-out eval loss every K steps, before the first and after the last step (0 = only those two)."""
+    checkpoint_every: int = 0
+    """A sharded checkpoint every K steps (0 = only the final one)."""
+    final_checkpoint: bool = True
+    """Write a checkpoint (carrying the run's summary) after the last step; false in benchmarks."""
+    max_failures: int = 0
+    """Worker-group failures Ray Train recovers from, restarting from the latest checkpoint (``FailureConfig``)."""
+    export: bool = True
+    """Write the trained model once at the end as a Hugging Face folder to ``export_path``."""
+    export_path: str | None = None
+    """Where the trained model is exported (a folder or ``s3://...``); None = no export."""
+    warmup_steps: int = 0
+    """Steps left out of the throughput figures (the first steps compile and warm the caches)."""
+    cpu_threads: int = 1
+    """torch threads of a CPU worker (several workers share a machine's cores)."""
+
+    #: what the error messages call it
+    WHAT = "job config"
+    #: what a job ran with when its recorded config predates a required key (see :meth:`from_dict`): jobs before
+    #: ``train.data`` trained on random tokens and exported nothing; the other keys added since then default to
+    #: what those jobs did (no evaluation, no kernels)
+    RECORDED = {"data": "random", "export": False}
+
+
+def field_docs(cls: type = JobConfig) -> dict[str, str]:
+    """``{field: docstring}``: the string literal under each field of the dataclass ``cls``, on one line."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                if isinstance(after.value.value, str):
+                    docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    """Whether ``value`` is of the field type ``hint`` (the types a JSON object holds; ``int`` is no ``bool``)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(a, value) for a in typing.get_args(hint))
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    return isinstance(value, hint)
+
+
+def _hint_name(hint: Any) -> str:
+    """A field type as a reader writes it: ``bool | 'auto'``, ``str | None``, ``dict``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType, Literal):
+        return " | ".join(repr(a) if origin is Literal else _hint_name(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    return getattr(origin or hint, "__name__", str(hint))
+
+
+def _first_sentence(doc: str) -> str:
+    return doc.split(". ")[0].rstrip(".")
