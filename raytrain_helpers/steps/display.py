@@ -92,7 +92,8 @@ __all__ = [
 
 def efficiency(run: Any) -> Shown:
     """05: the batch and kernels the job ran with, and each rank's model FLOPs utilisation (GPU workers)."""
-    cfg = getattr(run, "config", None) or {}
+    cfg = getattr(run, "job_config", None)
     mfu = [r.get("mfu") for r in getattr(run, "ranks", None) or []]
     per_rank = ", ".join(f"{m:.0%}" for m in mfu) if mfu and all(m is not None for m in mfu) else "n/a (CPU workers)"
-    return Shown(f"batch {cfg.get('batch_size')} per worker, kernels {ran_kernels(run)}; MFU per rank: {per_rank}")
+    batch = cfg.batch_size if cfg else None
+    return Shown(f"batch {batch} per worker, kernels {ran_kernels(run)}; MFU per rank: {per_rank}")
