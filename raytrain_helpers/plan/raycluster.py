@@ -23,7 +23,6 @@ from .kube_objects import EFA_RESOURCE, GPU_RESOURCE, container_of, env_of, quan
 from .memory import count_params
 from .render import render_objects
 
-
 RAY_API = "ray.io/v1"
 OPERATOR_NAMESPACE = "kuberay-system"
 OPERATOR_RELEASE = "kuberay-operator"

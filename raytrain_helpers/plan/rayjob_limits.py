@@ -41,9 +41,8 @@ def limit_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         problems.append("RayJob: preRunningDeadlineSeconds is missing (a job stuck before it runs would hold GPUs)")
     want = settings.train.job_timeout_s
     if want and spec.get("activeDeadlineSeconds") != want:
-        problems.append(
-            f"RayJob: activeDeadlineSeconds {spec.get('activeDeadlineSeconds')!r}, expected train.job_timeout_s ({want})"
-        )
+        have = spec.get("activeDeadlineSeconds")
+        problems.append(f"RayJob: activeDeadlineSeconds {have!r}, expected train.job_timeout_s ({want})")
     return problems
 
 

@@ -16,6 +16,7 @@ from .kuberay import job_server
 from .logs import worker_logs
 from .preflight import preflight
 from .shared import cluster, devices, raycluster, teardown
+from .workshop import attendee_state, remove_namespace
 
 NAME = "aws"
 
@@ -34,4 +35,6 @@ __all__ = [
     "infra_criteria",
     "benchmark_variants",
     "teardown",
+    "attendee_state",
+    "remove_namespace",
 ]
