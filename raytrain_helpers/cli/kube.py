@@ -71,8 +71,10 @@ def plugins_command(args: argparse.Namespace) -> int:
 
 
 def _register_kuberay(sub) -> None:
-    parser = sub.add_parser("kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down")
-    parser.add_argument("action", choices=ACTIONS)
+    parser = sub.add_parser(
+        "kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down; operator: the operator only"
+    )
+    parser.add_argument("action", choices=(*ACTIONS, "operator"))
     parser.add_argument(
         "--yes", action="store_true", help="allow destructive actions (down, replacing a changed cluster)"
     )
@@ -88,12 +90,14 @@ def kuberay_command(args: argparse.Namespace) -> int:
             "up": lambda: local_standin.raycluster(settings, assume_yes=args.yes),
             "status": lambda: local_standin.raycluster_status(settings),
             "down": lambda: local_standin.raycluster_teardown(settings),
+            "operator": lambda: local_standin.raycluster_status(settings),  # no operator locally: the status
         }
     else:
         actions = {
             "up": lambda: aws_shared.raycluster(settings, assume_yes=args.yes, timeout_s=args.timeout),
             "status": lambda: aws_kuberay.status(settings),
             "down": lambda: aws_shared.kuberay_teardown(settings, assume_yes=args.yes),
+            "operator": lambda: aws_shared.operator(settings, timeout_s=args.timeout),
         }
     result = actions[args.action]()
     result.show()

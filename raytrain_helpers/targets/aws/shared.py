@@ -91,6 +91,31 @@ def teardown(settings: Settings, *, assume_yes: bool = False, **options: Any) ->
     return eks.AwsTeardownResult(own_objects_teardown(settings, client=options.get("client")))
 
 
+def operator(
+    settings: Settings, *, client=None, timeout_s: float = 300, poll_s: float = 5.0, log=print
+) -> KubeRayResult:
+    """``kuberay operator``: only the KubeRay operator at ``versions.kuberay_version``, installed unless it runs
+    already, and waited for: what a workshop's facilitator runs instead of 04 (the attendees' RayClusters come from
+    their own folders). Refused for an attendee."""
+    if settings.aws.shared_cluster:
+        return KubeRayResult("aws", "operator", False, refusal(settings, "installing the KubeRay operator"))
+    want = f"v{settings.versions.kuberay_version}"
+    try:
+        with kube.using_client(settings, client) as api:
+            have = kuberay.operator_version(kuberay.find_operator(api))
+            how = f"already installed ({want})" if have == want else kuberay.install_operator(api, settings, log=log)
+
+            def ready():
+                dep = kuberay.find_operator(api)
+                return kuberay.deployment_ready(dep) and kuberay.operator_version(dep) == want, dep
+
+            waited = kube.wait_for(ready, timeout_s=timeout_s, interval_s=poll_s)
+    except kube.K8sError as e:
+        return KubeRayResult("aws", "operator", False, str(e))
+    said = f"KubeRay operator {want}: " + ("ready" if waited.ok else f"not ready after {timeout_s:.0f} s")
+    return KubeRayResult("aws", "operator", waited.ok, said, install_method=how)
+
+
 def plugins_teardown(settings: Settings, *, assume_yes: bool = False) -> PluginsResult:
     """``plugins down``: :func:`.plugins.teardown`, refused for an attendee."""
     if settings.aws.shared_cluster:
@@ -146,6 +171,7 @@ __all__ = [
     "cluster",
     "devices",
     "kuberay_teardown",
+    "operator",
     "own_objects",
     "own_objects_teardown",
     "plugins_teardown",

@@ -87,3 +87,13 @@ def test_an_attendees_08_deletes_only_their_own_objects(kuberay_crds_dir, no_clu
         deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
         assert deletes and all("/namespaces/ray-train-ann/" in p for p in deletes), deletes
         assert for_settings(ann).teardown(ann, assume_yes=True).ok  # idempotent
+
+
+def test_the_facilitator_installs_only_the_operator_and_an_attendee_cannot(kuberay_crds_dir):
+    with standin("healthy", set_env=True, plugins_installed=True, delay_s=0.05) as st:
+        res = shared.operator(settings("ann"), poll_s=0.05, log=QUIET)
+        assert not res.ok and "aws.shared_cluster" in res.message and st.objects("apps/v1", "deployments") == []
+        res = shared.operator(settings(), timeout_s=5, poll_s=0.05, log=QUIET)
+        assert res.ok, res.message
+        assert st.objects("apps/v1", "deployments") and st.objects("ray.io/v1", "rayclusters") == []
+        assert shared.operator(settings(), timeout_s=5, poll_s=0.05, log=QUIET).install_method.startswith("already")
