@@ -12,7 +12,7 @@ from ..core.tables import table
 from ..targets import for_settings
 from ..targets.aws import capacity as aws_capacity
 from ..targets.aws.eks import ACTIONS
-from ..targets.aws.eks import teardown as aws_teardown
+from ..targets.aws.shared import teardown as aws_teardown
 from .args import add_settings_args, settings_from_args
 
 

@@ -7,8 +7,17 @@ with those parameters injected by papermill (prepared, not executed). An attende
 ``cluster_name`` has a cluster of their own; the others share the base cluster, each in a namespace of their own
 with a ResourceQuota on GPUs (``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``).
 
-Every row is validated before anything is written; nothing is left half-written when one fails.
-``handout status OUT`` reads the attendees' folders: which notebooks ran, the last job, the last verification.
+Every row is validated before anything is written; nothing is left half-written when one fails. The hand-out
+sizes the shared cluster for every attendee (:mod:`..plan.workshop`: the GPU node group holds every attendee's
+RayCluster, one system node per Ray head, each namespace's GPU quota at least what its RayCluster asks for), writes
+it as the facilitator's folder ``OUT/facilitator/env.yaml``, checks the account's vCPU quota through the target's
+preflight, and refuses (nothing written) a workshop the quota cannot hold. Each attendee's env.yaml says
+``aws.shared_cluster: true`` (their steps stay in their namespace), has ports and a raylet folder of its own for a
+shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the cost estimate and what it assumes.
+
+``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
+RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout teardown OUT``
+removes every attendee's namespace (and, with ``--yes``, the attendees' own clusters).
 """
 
 from __future__ import annotations
@@ -31,7 +40,10 @@ from ..core.paths import notebooks_dir
 from ..core.settings import Settings
 from ..core.tables import format_table
 from ..core.validation import ConfigError
+from ..plan import workshop
 from ..targets import for_settings
+from . import handout_workshop
+from .handout_workshop import attendee_progress
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -39,6 +51,10 @@ NAME_COLUMN = "name"
 INDEX_FILE = "handout.json"
 #: Settings that decide whether an attendee has a cluster of their own.
 OWN_CLUSTER_KEYS = ("cluster_name",)
+#: The facilitator's folder: the shared cluster's settings, sized for every attendee.
+FACILITATOR = "facilitator"
+#: train.job_timeout_s of every attendee whose base and row leave it at 0 (no limit): a budget guard.
+DEFAULT_JOB_TIMEOUT_S = 2 * 3600
 
 
 @dataclass
@@ -60,31 +76,48 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="workshops: one pre-filled notebook folder per attendee (--roster CSV --out DIR), "
         "or 'handout status DIR' for their progress",
     )
-    p.add_argument("action", nargs="?", choices=("status",), help="status: show each attendee's progress")
-    p.add_argument("dir", nargs="?", help="the hand-out folder (with status)")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("status", "report", "teardown"),
+        help="status: each attendee's progress (folder and cluster); report: all of it in one HTML page; "
+        "teardown: remove every attendee's namespace (and with --yes their own clusters)",
+    )
+    p.add_argument("dir", nargs="?", help="the hand-out folder (with status, report, teardown)")
     p.add_argument("--roster", help="CSV with a header row: name, then any setting's flat name as a column")
     p.add_argument("--out", help="the folder to write (one sub-folder per attendee)")
     p.add_argument("--env-file", default=None, help="the base variables file (default: env.yaml found upwards)")
     p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="YAML", help="base overrides")
-    p.add_argument("--gpus-per-attendee", type=int, default=None, help="shared cluster: GPU quota per namespace")
+    p.add_argument(
+        "--gpus-per-attendee", type=int, default=None, help="shared cluster: raise each namespace's GPU quota"
+    )
+    p.add_argument("--hours", type=float, default=3.0, help="how long the workshop's clusters run (cost estimate)")
+    p.add_argument("--offline", action="store_true", help="do not ask AWS for the vCPU quota (a note says so)")
     p.add_argument("--force", action="store_true", help="replace attendee folders that already exist")
+    p.add_argument("--yes", action="store_true", help="teardown: also delete the attendees' own clusters")
     p.set_defaults(func=_cli_handout)
 
 
 def _cli_handout(args: argparse.Namespace) -> int:
-    if args.action == "status":
+    if args.action:
         if not args.dir:
-            raise ConfigError("handout status needs the hand-out folder. Fix: raytrain-tutorial handout status DIR")
-        print(status_table(Path(args.dir)))
-        return 0
+            raise ConfigError(
+                f"handout {args.action} needs the hand-out folder. Fix: raytrain-tutorial handout {args.action} DIR"
+            )
+        return handout_workshop.action(args.action, Path(args.dir), read_index(Path(args.dir)), yes=args.yes)
     if not args.roster or not args.out:
         raise ConfigError(
             "handout needs --roster CSV and --out DIR. Fix: raytrain-tutorial handout --roster r.csv --out DIR"
         )
     attendees = read_roster(Path(args.roster), env_file=args.env_file, files=args.files)
-    written = write_handout(attendees, Path(args.out), gpus_per_attendee=args.gpus_per_attendee, force=args.force)
+    base = load(args.env_file, files=args.files, environ={}, check_installed_ray=False)
+    wp = workshop.plan(base, [(a.settings, a.own_cluster) for a in attendees], gpus_per_attendee=args.gpus_per_attendee,
+                       hours=args.hours)  # fmt: skip
+    notes = handout_workshop.check_account(base, wp, offline=args.offline)
+    written = write_handout(attendees, Path(args.out), force=args.force, plan=wp, base=base, notes=notes)
     print(f"wrote {len(written)} attendee folders under {Path(args.out).resolve()}")
     print(summary_table(attendees))
+    print(handout_workshop.plan_text(wp, notes))
     return 0
 
 
@@ -163,22 +196,34 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     if not ident:
         raise ConfigError(f"no identifier can be made from {name!r}. Fix: a name with some letters or digits")
     overrides = {k: v for k, v in row.items() if k and k != NAME_COLUMN and v != ""}
-    derived = dict(
+    own = any(resolve_key(k)[1] in OWN_CLUSTER_KEYS for k in overrides)
+    derived: dict[str, Any] = dict(
         run_name=ident,
         namespace=f"{base.kubernetes.namespace}-{ident}"[:63].strip("-"),
         ray_cluster_name=f"{base.kubernetes.ray_cluster_name}-{ident}"[:40].strip("-"),
+        shared_cluster=not own,
+        **workshop.local_slot(row_no - 2, base),
     )
+    if not base.train.job_timeout_s:
+        derived["job_timeout_s"] = DEFAULT_JOB_TIMEOUT_S
     params: dict[str, Any] = dict(derived, **overrides)
     settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
-    own = any(resolve_key(k)[1] in OWN_CLUSTER_KEYS for k in overrides)
     return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings)
 
 
 # ---- writing ---------------------------------------------------------------------------------------------------
 def write_handout(
-    attendees: list[Attendee], out: Path, *, gpus_per_attendee: int | None = None, force: bool = False
+    attendees: list[Attendee],
+    out: Path,
+    *,
+    force: bool = False,
+    plan: workshop.WorkshopPlan,
+    base: Settings,
+    notes: list[str] = (),  # type: ignore[assignment]
 ) -> list[Path]:
-    """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written."""
+    """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written; then the
+    facilitator's folder (the shared cluster sized by ``plan``), ``shared-cluster.yaml`` and the cost estimate."""
+    _distinct_local(attendees)
     out.mkdir(parents=True, exist_ok=True)
     clashes = [a.ident for a in attendees if (out / a.ident).exists() and any((out / a.ident).iterdir())]
     if clashes and not force:
@@ -188,7 +233,9 @@ def write_handout(
         )
     stage = Path(tempfile.mkdtemp(prefix=".handout-", dir=out))
     try:
-        quotas = [_write_attendee(a, stage / a.ident, gpus_per_attendee) for a in attendees]
+        quotas = [
+            _write_attendee(a, stage / a.ident, plan.gpu_quota.get(a.settings.kubernetes.namespace)) for a in attendees
+        ]
         written = []
         for a in attendees:
             dst = out / a.ident
@@ -201,12 +248,36 @@ def write_handout(
     shared = [q for q in quotas if q]
     if shared:
         (out / "shared-cluster.yaml").write_text(yaml.safe_dump_all([d for q in shared for d in q], sort_keys=False))
+    if plan.shared:
+        fac = out / FACILITATOR
+        fac.mkdir(exist_ok=True)
+        header = f"# The facilitator's folder: the shared cluster sized for {plan.shared} attendee(s) by handout.\n"
+        (fac / "env.yaml").write_text(
+            header + yaml.safe_dump(workshop.sized(base, plan).public_dict(), sort_keys=False)
+        )
+    (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
     index = [dict(asdict(a), settings=None, folder=a.ident) for a in attendees]
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
     return written
 
 
-def _write_attendee(att: Attendee, folder: Path, gpus_per_attendee: int | None) -> list[dict[str, Any]]:
+def _distinct_local(attendees: list[Attendee]) -> None:
+    """Attendees on one JupyterHub host: no two may share a local port or raylet folder (a roster column can set
+    them; the hand-out's own values never collide)."""
+    seen: dict[Any, str] = {}
+    for a in attendees:
+        loc = a.settings.local
+        for key, value in (("gcs_port", loc.gcs_port), ("dashboard_port", loc.dashboard_port), ("port", loc.gcs_port),
+                           ("port", loc.dashboard_port), ("temp_root", loc.temp_root)):  # fmt: skip
+            if (key, value) in seen and seen[(key, value)] != a.name:
+                raise ConfigError(
+                    f"row {a.row} ({a.name}): local {key} {value} is also {seen[(key, value)]}'s; nothing was written. "
+                    "Fix: leave gcs_port, dashboard_port and temp_root out of the roster (the hand-out sets them)"
+                )
+            seen[(key, value)] = a.name
+
+
+def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[dict[str, Any]]:
     import papermill
 
     folder.mkdir(parents=True)
@@ -227,7 +298,7 @@ def _write_attendee(att: Attendee, folder: Path, gpus_per_attendee: int | None) 
         )
     if att.own_cluster:
         return []
-    docs = namespace_quota(att.settings, gpus_per_attendee)
+    docs = namespace_quota(att.settings, gpu_quota)
     (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     return docs
 
@@ -250,9 +321,9 @@ def blank_notebook(path: Path):
 def namespace_quota(settings: Settings, gpus: int | None) -> list[dict[str, Any]]:
     """A Namespace and a ResourceQuota capping the GPUs its pods may request (shared cluster)."""
     ns = settings.kubernetes.namespace
-    limit = gpus if gpus is not None else settings.aws.gpus_per_node
+    limit = gpus if gpus is not None else workshop.attendee_gpus(settings)
     if limit < 0:
-        raise ConfigError("--gpus-per-attendee must not be negative. Fix: e.g. 4 (one node's GPUs)")
+        raise ConfigError("--gpus-per-attendee must not be negative. Fix: leave it out (computed)")
     labels = {"app.kubernetes.io/managed-by": "raytrain-tutorial", "raytrain-tutorial/attendee": settings.run_name}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
@@ -280,50 +351,21 @@ def summary_table(attendees: list[Attendee]) -> str:
     return format_table(rows, ["row", "name", "folder / run", "namespace", "cluster", "region"])
 
 
-# ---- progress --------------------------------------------------------------------------------------------------
-def attendee_progress(folder: Path, run_name: str) -> dict[str, Any]:
-    """Which notebooks ran (any executed cell), which failed, the last job's status and the last verification."""
-    ran, failed = [], []
-    for nb in sorted((folder / "notebooks").glob("*.ipynb")):
-        try:
-            cells = json.loads(nb.read_text()).get("cells", [])
-        except (OSError, ValueError):
-            failed.append(nb.stem[:2])
-            continue
-        code = [c for c in cells if c.get("cell_type") == "code"]
-        if any(c.get("execution_count") for c in code):
-            ran.append(nb.stem[:2])
-        if any(o.get("output_type") == "error" for c in code for o in c.get("outputs", [])):
-            failed.append(nb.stem[:2])
-    run = folder / "runs" / run_name
-    job = _read_json(run / "job.json")
-    verify = _read_json(run / "verify.json")
-    return dict(
-        ran=ran,
-        failed=failed,
-        job=job.get("status", "-") if job else "-",
-        verify=("PASS" if verify.get("ok") else "FAIL") if verify else "-",
-    )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def status_table(out: Path) -> str:
+# ---- progress ----------------------------------------------------------------------------------------------
+def read_index(out: Path) -> list[dict[str, Any]]:
+    """The attendees of a hand-out folder, as ``handout`` wrote them."""
     try:
         index = json.loads((out / INDEX_FILE).read_text())
     except (OSError, ValueError):
         index = None
     if not isinstance(index, list):
         raise ConfigError(f"{out} is not a hand-out folder (no {INDEX_FILE}). Fix: the --out folder of 'handout'")
-    rows = []
-    for a in index:
-        p = attendee_progress(out / a["folder"], a["ident"])
-        rows.append(
-            [a["row"], a["name"], ", ".join(p["ran"]) or "-", ", ".join(p["failed"]) or "-", p["job"], p["verify"]]
-        )
-    return format_table(rows, ["row", "name", "notebooks run", "with errors", "last job", "last verify"])
+    return index
+
+
+def status_table(out: Path) -> str:
+    """The folder's progress of every attendee (disk only; ``handout status`` adds the cluster's view)."""
+    return handout_workshop.status_text(out, read_index(out), cluster=False)
+
+
+__all__ = ["Attendee", "attendee_progress", "identifier", "read_index", "read_roster", "status_table", "write_handout"]

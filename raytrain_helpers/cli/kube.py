@@ -14,6 +14,7 @@ from ..plan.render import to_yaml
 from ..targets import for_settings
 from ..targets.aws import kuberay as aws_kuberay
 from ..targets.aws import plugins as aws_plugins
+from ..targets.aws import shared as aws_shared
 from ..targets.local import standin as local_standin
 from .args import add_settings_args, settings_from_args
 
@@ -55,9 +56,9 @@ def plugins_command(args: argparse.Namespace) -> int:
         }
     else:
         actions = {
-            "up": lambda: aws_plugins.devices(settings, timeout_s=args.timeout),
+            "up": lambda: aws_shared.devices(settings, timeout_s=args.timeout),
             "status": lambda: aws_plugins.status(settings),
-            "down": lambda: aws_plugins.teardown(settings, assume_yes=args.yes),
+            "down": lambda: aws_shared.plugins_teardown(settings, assume_yes=args.yes),
         }
     result = actions[args.action]()
     result.show()
@@ -70,8 +71,10 @@ def plugins_command(args: argparse.Namespace) -> int:
 
 
 def _register_kuberay(sub) -> None:
-    parser = sub.add_parser("kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down")
-    parser.add_argument("action", choices=ACTIONS)
+    parser = sub.add_parser(
+        "kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down; operator: the operator only"
+    )
+    parser.add_argument("action", choices=(*ACTIONS, "operator"))
     parser.add_argument(
         "--yes", action="store_true", help="allow destructive actions (down, replacing a changed cluster)"
     )
@@ -87,12 +90,14 @@ def kuberay_command(args: argparse.Namespace) -> int:
             "up": lambda: local_standin.raycluster(settings, assume_yes=args.yes),
             "status": lambda: local_standin.raycluster_status(settings),
             "down": lambda: local_standin.raycluster_teardown(settings),
+            "operator": lambda: local_standin.raycluster_status(settings),  # no operator locally: the status
         }
     else:
         actions = {
-            "up": lambda: aws_kuberay.raycluster(settings, assume_yes=args.yes, timeout_s=args.timeout),
+            "up": lambda: aws_shared.raycluster(settings, assume_yes=args.yes, timeout_s=args.timeout),
             "status": lambda: aws_kuberay.status(settings),
-            "down": lambda: aws_kuberay.teardown(settings, assume_yes=args.yes),
+            "down": lambda: aws_shared.kuberay_teardown(settings, assume_yes=args.yes),
+            "operator": lambda: aws_shared.operator(settings, timeout_s=args.timeout),
         }
     result = actions[args.action]()
     result.show()

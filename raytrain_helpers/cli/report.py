@@ -80,6 +80,11 @@ def _job_summary(folder: Path) -> str:
 
 def write_report(folder: Path, out: Path) -> Path:
     """Render the run's notebooks into one HTML file with no network references."""
+    return export_html(combined_notebook(folder), out)
+
+
+def export_html(nb, out: Path) -> Path:
+    """One notebook node as a self-contained HTML file (images embedded, no remote scripts)."""
     from nbconvert import HTMLExporter
 
     # a virtual environment made with --system-site-packages finds nbconvert there but not its templates,
@@ -90,7 +95,7 @@ def write_report(folder: Path, out: Path) -> Path:
         os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (saved, str(base)) if p)
     try:
         exporter = HTMLExporter(template_name="lab", embed_images=True)
-        html, _ = exporter.from_notebook_node(combined_notebook(folder))
+        html, _ = exporter.from_notebook_node(nb)
     finally:
         if saved is None:
             os.environ.pop("JUPYTER_PATH", None)

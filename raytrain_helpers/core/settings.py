@@ -67,6 +67,11 @@ class AwsSettings(_Group):
     """How the Ray pods get the storage role: `pod-identity` (EKS Pod Identity, the add-on step 02 installs),
     `irsa` (IAM roles for service accounts, through the cluster's OIDC provider), or `auto` = Pod Identity
     unless the cluster runs without its add-on."""
+    shared_cluster: bool = False
+    """`true` in a workshop attendee's env.yaml (written by `raytrain-tutorial handout`): the EKS cluster, its node
+    groups, the device plugins and the KubeRay operator belong to the facilitator. Steps 02 and 03 only read them,
+    04 applies only this attendee's RayCluster, and 08 deletes only this attendee's RayCluster and RayJob; creating
+    or deleting anything cluster-wide is refused. `false` = this folder owns the cluster."""
 
     @field_validator("cluster_name")
     @classmethod

@@ -17,6 +17,7 @@ import yaml
 
 from ..core.config import INSTANCE_TYPES, ConfigError, Settings
 from ..core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, TRAIN_SLOT
+from . import rayjob_limits
 from .hf_access import check_hf_token
 from .kube_objects import EFA_RESOURCE, GPU_RESOURCE, container_of, env_of, quantity, tolerates
 from .memory import count_params
@@ -196,9 +197,9 @@ def raycluster_values(settings: Settings) -> dict[str, Any]:
 
 
 def rayjob_values(
-    settings: Settings, *, working_dir: str | None = None, submission_mode: str = "K8sJobMode", ttl_s: int = 600
+    settings: Settings, *, working_dir: str | None = None, submission_mode: str = "K8sJobMode", ttl_s: int = 600, **lim
 ) -> dict[str, Any]:
-    """The computed values the RayJob template uses (as ``rj``)."""
+    """The computed values the RayJob template uses (as ``rj``); ``lim``: :func:`.rayjob_limits.limits`."""
     if submission_mode not in SUBMISSION_MODES:
         raise ValueError(f"submission_mode must be one of {', '.join(SUBMISSION_MODES)}")
     runtime_env: dict[str, Any] = {}
@@ -210,6 +211,7 @@ def rayjob_values(
         entrypoint=JOB_ENTRYPOINT,
         submission_mode=submission_mode,
         ttl_s=int(ttl_s),
+        **rayjob_limits.limits(settings, **lim),
         runtime_env_yaml=yaml.safe_dump(runtime_env, sort_keys=False).strip() if runtime_env else "",
     )
 
@@ -329,9 +331,11 @@ def check_rayjob(obj: dict, settings: Settings) -> list[str]:
         problems.append(f"RayJob: entrypoint {spec.get('entrypoint')!r}, expected {JOB_ENTRYPOINT!r}")
     if spec.get("submissionMode") not in SUBMISSION_MODES:
         problems.append(f"RayJob: submissionMode {spec.get('submissionMode')!r}, expected one of {SUBMISSION_MODES}")
-    if spec.get("shutdownAfterJobFinishes") is not True:
-        problems.append("RayJob: shutdownAfterJobFinishes must be true (the GPU pods are released after the job)")
-    return problems + check_cluster_spec(spec.get("rayClusterSpec") or {}, settings, "RayJob.rayClusterSpec")
+    return (
+        problems
+        + rayjob_limits.limit_problems(spec, settings)
+        + check_cluster_spec(spec.get("rayClusterSpec") or {}, settings, "RayJob.rayClusterSpec")
+    )
 
 
 def check_cluster_spec(spec: dict, settings: Settings, what: str) -> list[str]:

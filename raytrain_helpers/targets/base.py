@@ -34,6 +34,8 @@ INTERFACE = (
     "infra_criteria",
     "benchmark_variants",
     "teardown",
+    "attendee_state",
+    "remove_namespace",
 )
 
 
@@ -85,6 +87,14 @@ class Target(Protocol):
 
     def teardown(self, settings: Settings, *, assume_yes: bool = False) -> StepResult:
         """08: remove what the tutorial created, in reverse order, verified by listing what is left."""
+
+    def attendee_state(self, settings: Settings) -> dict[str, str]:
+        """``handout status``: a workshop attendee's Ray cluster (``cluster``) and last job (``job``) as the cluster
+        reports them; empty where only the attendee's folder knows (read from disk instead)."""
+
+    def remove_namespace(self, settings: Settings, *, assume_yes: bool = False) -> tuple[bool, str]:
+        """``handout teardown``: remove the attendee's namespace on a shared cluster, only if the hand-out made it
+        for this attendee; (done, what happened)."""
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,20 +1,22 @@
 """The ``aws`` target: EKS created with eksctl, the device plugins, KubeRay, reached through the Kubernetes API.
 
 Exports the names of :mod:`..base` (the Target interface); ``cluster`` and ``capacity`` are the gated ones of
-:mod:`.gate` (the preflight runs before anything billable). Credentials come only from the standard boto3 chain
-(environment, ``AWS_PROFILE``, SSO, instance role); nothing takes or prints a key.
+:mod:`.gate` (the preflight runs before anything billable); ``cluster``, ``devices``, ``raycluster`` and
+``teardown`` go through :mod:`.shared`, which keeps a workshop attendee (``aws.shared_cluster``) to their
+namespace. Credentials come only from the standard boto3 chain (environment, ``AWS_PROFILE``, SSO, instance
+role); nothing takes or prints a key.
 """
 
 from __future__ import annotations
 
-from .eks import teardown
-from .gate import capacity, cluster
-from .identity import infra_criteria, raycluster
+from .gate import capacity
+from .identity import infra_criteria
 from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
-from .plugins import devices
 from .preflight import preflight
+from .shared import cluster, devices, raycluster, teardown
+from .workshop import attendee_state, remove_namespace
 
 NAME = "aws"
 
@@ -33,4 +35,6 @@ __all__ = [
     "infra_criteria",
     "benchmark_variants",
     "teardown",
+    "attendee_state",
+    "remove_namespace",
 ]

@@ -136,6 +136,16 @@ def expected_transport(settings: Settings, gpus: int | None = None) -> str:
     return "p2p" if gpus and gpus > 0 else "none"
 
 
+def attendee_state(settings: Settings) -> dict[str, str]:
+    """Nothing beyond the attendee's folder: their local cluster runs on the JupyterHub host, read from disk."""
+    return {}
+
+
+def remove_namespace(settings: Settings, *, assume_yes: bool = False) -> tuple[bool, str]:
+    """There are no namespaces locally: nothing to remove."""
+    return True, "local target: no namespace (each attendee's raylets stop with their 08)"
+
+
 def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
     """Stop every process of the local cluster and list what is left (nothing billable: no confirmation)."""
     return stop_cluster(settings)
@@ -156,6 +166,8 @@ __all__ = [
     "infra_criteria",
     "benchmark_variants",
     "teardown",
+    "attendee_state",
+    "remove_namespace",
     "LocalCapacity",
     "LocalClusterError",
     "LocalClusterInfo",

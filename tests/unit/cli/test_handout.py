@@ -57,7 +57,8 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
     # a shared-cluster attendee gets a namespace with a GPU quota; an own-cluster attendee does not
     docs = list(yaml.safe_load_all((jose / "namespace.yaml").read_text()))
     assert [d["kind"] for d in docs] == ["Namespace", "ResourceQuota"]
-    assert docs[1]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(s.aws.gpus_per_node)}
+    # the quota holds the attendee's whole RayCluster: gpu_node_count worker pods x gpus_per_node GPUs each
+    assert docs[1]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(s.aws.gpu_node_count * s.aws.gpus_per_node)}
     assert not (ann / "namespace.yaml").exists()
     assert len(list(yaml.safe_load_all((out / "shared-cluster.yaml").read_text()))) == 2
     assert not [p for p in out.iterdir() if p.name.startswith(".handout-")], "staging folder left behind"

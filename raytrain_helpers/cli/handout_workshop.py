@@ -1,0 +1,213 @@
+"""The facilitator's side of ``raytrain-tutorial handout``: the account's vCPU quota against the workshop, the
+attendees' progress read from their folders and from the cluster, one HTML report of all of them, and the
+teardown of what the hand-out created.
+
+Everything that touches a cluster or the account goes through the target (``for_settings(settings)``):
+``preflight`` for the quota, ``attendee_state`` for an attendee's RayCluster and RayJob, ``remove_namespace`` and
+``teardown`` for the teardown.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core.loading import load
+from ..core.settings import Settings
+from ..core.tables import format_table
+from ..core.validation import ConfigError
+from ..plan import workshop
+from ..targets import for_settings
+from .report import combined_notebook, export_html
+
+
+# ---- the account ------------------------------------------------------------------------------------------------
+def check_account(base: Settings, wp: workshop.WorkshopPlan, *, offline: bool = False) -> list[str]:
+    """The target's preflight quota rows for every node the workshop starts in ``base``'s region (the shared
+    cluster sized for everyone, plus the attendees' own clusters there); raises (nothing written) when a quota is
+    short, else returns notes (e.g. that the quota was not checked)."""
+    if offline:
+        return ["the account's vCPU quota was NOT checked (--offline): run without it, with AWS credentials"]
+    if for_settings(base).NAME == "local" or not wp.vcpus:
+        return []
+    check = workshop.sized(base, wp)
+    gpu, sys_ = base.aws.gpu_node_type, base.aws.system_node_type
+    aws = check.aws.model_copy(
+        update=dict(
+            gpu_node_count=max(1, wp.vcpus.get(gpu, 0) // workshop.vcpus_of(gpu)),
+            system_node_count=max(1, wp.vcpus.get(sys_, 0) // workshop.vcpus_of(sys_)),
+        )
+    )
+    rows = [r for r in for_settings(base).preflight(check.model_copy(update=dict(aws=aws))).rows if "quota" in r.what]
+    short = [r for r in rows if r.blocks]
+    if short:
+        raise ConfigError(
+            "the account's vCPU quota cannot hold this workshop; nothing was written:\n  "
+            + "\n  ".join(f"{r.what}: has {r.found}, needs {r.needed}. Fix: {r.fix or 'ask for more'}" for r in short)
+        )
+    unknown = [r for r in rows if r.status == "unknown"]
+    if not rows:
+        return ["the account's vCPU quota was NOT checked (no AWS credentials here): check it before the workshop"]
+    return [f"{r.what}: not checked ({r.found}; {r.fix})" for r in unknown] + [
+        f"{r.what}: {r.found}, the workshop needs {r.needed}" for r in rows if r.status == "ok"
+    ]
+
+
+def plan_text(wp: workshop.WorkshopPlan, notes: list[str]) -> str:
+    """The shared cluster's size, each namespace's quota, the cost estimate and what it assumes."""
+    lines = [
+        f"workshop: {wp.attendees} attendee(s), {wp.shared} on the shared cluster",
+        f"shared cluster: {wp.gpu_nodes} GPU node(s), {wp.system_nodes} system node(s) (one Ray head each)",
+        *(f"  namespace {ns}: GPU quota {n}" for ns, n in wp.gpu_quota.items()),
+        "vCPUs started: " + (", ".join(f"{n} on {t}" for t, n in wp.vcpus.items()) or "none"),
+        f"cost estimate: USD {wp.cost_per_hour:.2f}/h, about USD {wp.cost_total:.0f} for {wp.hours:g} h"
+        + ("" if wp.cost_complete else " (INCOMPLETE: a price is unknown, see plan/cost.py)"),
+        "  the estimate assumes:",
+        *(f"  - {a}" for a in wp.cost_assumes),
+        *(f"note: {n}" for n in notes),
+    ]
+    return "\n".join(lines)
+
+
+# ---- progress ---------------------------------------------------------------------------------------------------
+def attendee_progress(folder: Path, run_name: str) -> dict[str, Any]:
+    """Which notebooks ran (any executed cell), which failed, the last job's status and the last verification."""
+    ran, failed = [], []
+    for nb in sorted((folder / "notebooks").glob("*.ipynb")):
+        try:
+            cells = json.loads(nb.read_text()).get("cells", [])
+        except (OSError, ValueError):
+            failed.append(nb.stem[:2])
+            continue
+        code = [c for c in cells if c.get("cell_type") == "code"]
+        if any(c.get("execution_count") for c in code):
+            ran.append(nb.stem[:2])
+        if any(o.get("output_type") == "error" for c in code for o in c.get("outputs", [])):
+            failed.append(nb.stem[:2])
+    run = folder / "runs" / run_name
+    job = _read_json(run / "job.json")
+    verify = _read_json(run / "verify.json")
+    return dict(
+        ran=ran,
+        failed=failed,
+        job=job.get("status", "-") if job else "-",
+        verify=("PASS" if verify.get("ok") else "FAIL") if verify else "-",
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def attendee_settings(out: Path, entry: dict[str, Any]) -> Settings:
+    """An attendee's settings, from the env.yaml the hand-out wrote into their folder."""
+    path = out / entry["folder"] / "env.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing. Fix: write the hand-out again (handout --roster ... --out {out})")
+    return load(str(path), environ={}, check_installed_ray=False)
+
+
+def status_rows(out: Path, index: list[dict[str, Any]], *, cluster: bool = True) -> list[list[Any]]:
+    """One row per attendee: the folder's progress, then (``cluster``) the RayCluster and RayJob the cluster
+    reports for them (through the target: ``-`` where the target has nothing beyond the folder)."""
+    rows = []
+    for a in index:
+        p = attendee_progress(out / a["folder"], a["ident"])
+        row = [a["row"], a["name"], ", ".join(p["ran"]) or "-", ", ".join(p["failed"]) or "-", p["job"], p["verify"]]
+        if cluster:
+            s = attendee_settings(out, a)
+            state = for_settings(s).attendee_state(s)
+            row += [state.get("cluster", "-"), state.get("job", "-")]
+        rows.append(row)
+    return rows
+
+
+HEADERS = ["row", "name", "notebooks run", "with errors", "last job", "last verify"]
+CLUSTER_HEADERS = ["Ray cluster (live)", "RayJob (live)"]
+
+
+def status_text(out: Path, index: list[dict[str, Any]], *, cluster: bool = True) -> str:
+    headers = HEADERS + (CLUSTER_HEADERS if cluster else [])
+    return format_table(status_rows(out, index, cluster=cluster), headers)
+
+
+# ---- the subcommands --------------------------------------------------------------------------------------------
+def action(name: str, out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> int:
+    """``handout status|report|teardown DIR``."""
+    if name == "status":
+        print(status_text(out, index))
+        return 0
+    if name == "report":
+        path = write_workshop_report(out, index)
+        print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
+        return 0
+    rows = teardown(out, index, yes=yes)
+    for who, what, done, evidence in rows:
+        print(f"{'done' if done == 'yes' else 'NOT DONE'}: {who}, {what}: {evidence}")
+    return 0 if all(r[2] == "yes" for r in rows) else 1
+
+
+def teardown(out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> list[list[str]]:
+    """Every shared-cluster attendee's namespace (the hand-out's only), and with ``yes`` every attendee's own
+    cluster (through their target's teardown). The shared cluster itself is the facilitator's folder's 08."""
+    rows = []
+    for a in index:
+        s = attendee_settings(out, a)
+        target = for_settings(s)
+        if not a["own_cluster"]:
+            done, said = target.remove_namespace(s, assume_yes=True)
+            rows.append([a["name"], f"namespace {s.kubernetes.namespace}", "yes" if done else "NO", said])
+        elif yes:
+            res = target.teardown(s, assume_yes=True)
+            res.show()
+            rows.append([a["name"], f"own cluster {s.aws.cluster_name}", "yes" if res.ok else "NO", "see above"])
+        else:
+            rows.append([a["name"], f"own cluster {s.aws.cluster_name}", "NO", "kept: pass --yes to delete it"])
+    return rows
+
+
+def write_workshop_report(out: Path, index: list[dict[str, Any]], html: Path | None = None) -> Path:
+    """One HTML page: the status table, then each attendee's executed notebooks under their name."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    table = status_text(out, index)
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"# Workshop `{out.name}`\n\n```\n{table}\n```"))
+    for a in index:
+        folder = out / a["folder"]
+        nb.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# {a['name']} (`{a['folder']}`)"))
+        ran = any(c.get("execution_count") for c in _code_cells(folder))
+        if not ran:
+            nb.cells.append(nbformat.v4.new_markdown_cell("No notebook run yet."))
+            continue
+        part = combined_notebook(folder)
+        nb.cells.extend(part.cells[1:])
+        nb.metadata = nb.metadata or part.metadata
+    return export_html(nb, html or out / "workshop-report.html")
+
+
+def _code_cells(folder: Path) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
+    for nb in sorted((folder / "notebooks").glob("[0-9]*.ipynb")):
+        try:
+            cells += [c for c in json.loads(nb.read_text()).get("cells", []) if c.get("cell_type") == "code"]
+        except (OSError, ValueError):
+            continue
+    return cells
+
+
+__all__ = [
+    "action",
+    "attendee_progress",
+    "attendee_settings",
+    "check_account",
+    "plan_text",
+    "status_rows",
+    "status_text",
+    "teardown",
+    "write_workshop_report",
+]
