@@ -27,7 +27,7 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from raytrain_helpers.clients.aws import AwsError  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
-from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws import common, eks_state  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 
@@ -227,7 +227,7 @@ def test_stuck_nodegroup_times_out_with_its_causes(srv, tmp_path, monkeypatch):
             "StatusMessage": "Could not launch On-Demand Instances. InsufficientInstanceCapacity",
         }
     ]
-    monkeypatch.setattr(aws_cluster, "NODEGROUP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(eks_state, "NODEGROUP_TIMEOUT_S", 0.3)
     res = aws_target.cluster(s, "up", assume_yes=True)
     assert not res.ok and any(p.startswith("stuck: node group gpu-efa: still CREATING") for p in res.problems)
     assert any("InsufficientInstanceCapacity" in c for c in res.causes)

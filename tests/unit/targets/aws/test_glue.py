@@ -21,7 +21,7 @@ from raytrain_helpers.clients import kubernetes  # noqa: E402
 from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
-from raytrain_helpers.targets.aws import common, eks, kuberay  # noqa: E402
+from raytrain_helpers.targets.aws import common, eks_teardown, kuberay  # noqa: E402
 from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
@@ -135,7 +135,7 @@ def _eks():
 
 
 def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(eks, "AwsContext", lambda s: pytest.fail("no AWS call may happen"))
+    monkeypatch.setattr(eks_teardown, "AwsContext", lambda s: pytest.fail("no AWS call may happen"))
     r = aws.teardown(settings())
     assert not r.ok and r.steps == []
     r.show()
