@@ -5,6 +5,7 @@ infrastructure rows and the fail-fast of hopeless waits are in test_kuberay.py a
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -126,7 +127,12 @@ def _cluster_up(tmp_path):
             source="ranked",
         ),
     )
-    assert aws.cluster(s, "up", assume_yes=True).ok
+    with standin("healthy", delay_s=0.05) as api:  # the API 02's storage check pod runs in
+        os.environ["FAKE_EKSCTL_API_KUBECONFIG"] = api.kubeconfig
+        try:
+            assert aws.cluster(s, "up", assume_yes=True).ok
+        finally:
+            del os.environ["FAKE_EKSCTL_API_KUBECONFIG"]
     return s
 
 
