@@ -209,7 +209,7 @@ def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     }
 
 
-def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
+def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, local_cluster, work):  # 04 waits on the Jobs API
     text = run_nb("04_kuberay", work)
     assert "KubeRay (aws, up): OK - RayCluster ray-train/raytrain ready" in text
     pods = kubeconfig.objects("v1", "pods", "ray-train")
