@@ -5,9 +5,11 @@ Every action is decided from the resources' real state, read with boto3 (``eks:D
 
 * ``plan``   renders the eksctl configs from env.yaml and lists what ``up`` would do; creates nothing.
 * ``up``     creates what is missing - the cluster (VPC with private subnets in the AZs offering the GPU
-             type, one NAT gateway, OIDC, core add-ons, the ``role=system`` node group), then the EFA GPU
-             node group in exactly one AZ (the placement from step 01, passed as explicit subnet ids) -
-             after one confirmation; waits for what is in progress; reports failures with their causes.
+             type, one NAT gateway, OIDC, core add-ons, the ``role=system`` node group); then the checkpoint
+             storage (bucket, role, Pod Identity association) and its check from a one-off pod on the system
+             node (:mod:`.storage_gate`); only when that passed, the EFA GPU node group in exactly one AZ (the
+             placement from step 01, passed as explicit subnet ids) - after one confirmation; waits for what
+             is in progress; reports failures with their causes.
 * ``status`` reads and shows the state; never changes anything.
 * ``down``   deletes the GPU node group, then the cluster, after one confirmation, and lists what is left.
 
