@@ -56,16 +56,28 @@ def _capacity_commands(settings: Settings) -> list[tuple[str, str]]:
 
 
 def _cluster_commands(settings: Settings) -> list[tuple[str, str]]:
-    a = settings.aws
+    a, k = settings.aws, settings.kubernetes
     folder = f"runs/{settings.run_name}/eksctl"
     return [
         ("the rendered configs, without creating anything", "raytrain-tutorial cluster plan --target aws"),
         ("EKS, its VPC and the system node group (15-20 min)", f"eksctl create cluster -f {folder}/cluster.yaml"),
+        ("kubectl's credentials", f"aws eks update-kubeconfig --region {a.region} --name {a.cluster_name}"),
         (
-            "the EFA GPU node group in one AZ (5-10 min)",
+            "after the bucket, role and association: the storage check pod on the system node",
+            f"kubectl run raytrain-storage-check -n {k.namespace} --image {settings.versions.dlc_image} "
+            f'--restart=Never --overrides \'{{"spec": {{"serviceAccountName": "{k.service_account}", '
+            f'"nodeSelector": {{"role": "system"}}}}}}\' --command -- sleep 3600',
+        ),
+        (
+            "the job's storage code in it (STORAGE_URI: the run's s3:// URI)",
+            f"kubectl exec -n {k.namespace} raytrain-storage-check -- python3 -c "
+            f'"$(cat raytrain_helpers/targets/aws/storage_check.py)" STORAGE_URI .raytrain-access-check/manual',
+        ),
+        ("the pod deleted, whatever the check said", f"kubectl delete pod -n {k.namespace} raytrain-storage-check"),
+        (
+            "only when it passed: the EFA GPU node group in one AZ (5-10 min)",
             f"eksctl create nodegroup -f {folder}/gpu-nodegroup.yaml --install-nvidia-plugin=false",
         ),
-        ("kubectl's credentials", f"aws eks update-kubeconfig --region {a.region} --name {a.cluster_name}"),
         (
             "the nodes, their role, type and AZ",
             "kubectl get nodes -L role,node.kubernetes.io/instance-type,topology.kubernetes.io/zone",

@@ -173,11 +173,15 @@ def test_02_plan_renders_the_cluster_config_and_creates_nothing(aws, work):
     assert aws.eksctl_calls() == [] and _eks().list_clusters()["clusters"] == []
 
 
-def test_02_up_creates_the_cluster_through_eksctl(aws, work):
+def test_02_up_creates_the_cluster_through_eksctl(aws, work, k8s_api, monkeypatch):
+    # the kubeconfig eksctl writes reaches the stand-in: 02's storage check pod runs there before the GPU node group
+    monkeypatch.setenv("FAKE_EKSCTL_API_KUBECONFIG", k8s_api.kubeconfig)
     text = run_nb("02_cluster", work, assume_yes=True)
     assert "confirmed by assume_yes=True" in text and "cluster: OK" in text
     ops = [" ".join(c["argv"][:2]) for c in aws.eksctl_calls()]
     assert ops == ["create cluster", "create nodegroup"]
+    assert "storage check from pod raytrain-storage-check (the pods' ServiceAccount): create_dir" in text
+    assert not [p for p in k8s_api.objects("v1", "pods") if p["metadata"]["name"] == "raytrain-storage-check"]
     assert _eks().describe_cluster(name=CLUSTER)["cluster"]["status"] == "ACTIVE"
     ng = _eks().describe_nodegroup(clusterName=CLUSTER, nodegroupName="gpu-efa")["nodegroup"]
     assert ng["status"] == "ACTIVE" and ng["scalingConfig"]["desiredSize"] == 2
@@ -205,7 +209,7 @@ def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     }
 
 
-def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, work):
+def test_04_kuberay_operator_and_raycluster_ready(kubeconfig, local_cluster, work):  # 04 waits on the Jobs API
     text = run_nb("04_kuberay", work)
     assert "KubeRay (aws, up): OK - RayCluster ray-train/raytrain ready" in text
     pods = kubeconfig.objects("v1", "pods", "ray-train")

@@ -94,8 +94,8 @@ def _access_check(settings: Settings, client) -> tuple[bool, list[str], list[str
         pods.sort(key=lambda p: kuberay.pod_role(p) != "head")
         if not any(kuberay.pod_role(p) == "worker" for p in pods):
             return False, ["no Running worker pod to check the storage from. Fix: see the pods above"], []
-        results = [(name_of(p), _check_in(api, settings, name_of(p), loc)) for p in pods]
-    failed = [(pod, steps) for pod, steps in results if not _passed(steps)]
+        results = [(name_of(p), check_in(api, settings, name_of(p), loc)) for p in pods]
+    failed = [(pod, steps) for pod, steps in results if not passed(steps)]
     if not failed:
         done = ", ".join(storage_check.STEPS[1:])
         line = (
@@ -126,12 +126,14 @@ def step_rows(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, s
     return out
 
 
-def _passed(steps: list[dict[str, Any]]) -> bool:
+def passed(steps: list[dict[str, Any]]) -> bool:
+    """Whether every step of the storage check ran and passed."""
     done = [s.get("step") for s in steps if s.get("ok")]
     return done == list(storage_check.STEPS)
 
 
-def _check_in(api, settings: Settings, pod: str, loc: iam.StorageLocation) -> list[dict[str, Any]]:
+def check_in(api, settings: Settings, pod: str, loc: iam.StorageLocation) -> list[dict[str, Any]]:
+    """Run the storage check in ``pod`` (of the tutorial's namespace) by exec; its steps, as it printed them."""
     folder = f"{storage.MARKER_DIR}/{pod}-{time.time_ns()}"
     argv = ["python3", "-c", check_program(), loc.uri, folder]
     try:
@@ -221,10 +223,13 @@ def checkpoint_row(settings: Settings, job: dict[str, Any] | None = None) -> tup
 __all__ = [
     "INFRA_CHECKPOINT",
     "access_check",
+    "check_in",
     "check_program",
     "checkpoint_row",
     "failure",
     "infra_criteria",
     "location",
+    "passed",
     "raycluster",
+    "step_rows",
 ]

@@ -89,10 +89,10 @@ def moto_srv():
 @pytest.fixture
 def srv(moto_srv, monkeypatch):
     """A fresh account on the module's server for each test; fast polling."""
-    aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.eks")
+    eks_state = importlib.import_module("raytrain_helpers.targets.aws.eks_state")
     moto_srv.reset()
     moto_ext.seed_defaults()
-    monkeypatch.setattr(aws_cluster, "POLL_S", 0.5)
+    monkeypatch.setattr(eks_state, "POLL_S", 0.5)
     monkeypatch.delenv("FAKE_EKSCTL_FAIL", raising=False)
     yield moto_srv
     moto_srv.reset()

@@ -27,9 +27,10 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from raytrain_helpers.clients.aws import AwsError  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
-from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws import common, eks_state  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
+from tests.fakes.k8s_standin import StandIn  # noqa: E402
 
 #: The module (the package's ``cluster`` is the function of the same name).
 aws_cluster = importlib.import_module("raytrain_helpers.targets.aws.eks")
@@ -38,6 +39,16 @@ pytestmark = pytest.mark.timeout(120)
 
 R = "us-west-2"
 NAME = "raytrain-tutorial"
+
+
+@pytest.fixture(autouse=True)
+def k8s_api(monkeypatch):
+    """The cluster's Kubernetes API (the stand-in), which the kubeconfig the fake eksctl writes points at: 02 runs
+    its storage check in a pod there before the GPU node group (tests/unit/targets/aws/test_eks_storage_gate.py)."""
+    st = StandIn("healthy", delay_s=0.05).start()
+    monkeypatch.setenv("FAKE_EKSCTL_API_KUBECONFIG", st.kubeconfig)
+    yield st
+    st.stop()
 
 
 def eks():
@@ -78,11 +89,13 @@ def test_plan_renders_configs_and_creates_nothing(srv, tmp_path, capsys):
     assert eks().list_clusters()["clusters"] == []
     assert [v for v in ec2().describe_vpcs()["Vpcs"] if not v.get("IsDefault")] == []
     assert not (tmp_path / "runs" / "tutorial" / "eksctl").exists()
-    assert len(res.actions) == 5 and "create EKS cluster" in res.actions[0] and "us-west-2b" in res.actions[1]
-    assert [a.split(" ")[:3] for a in res.actions[2:]] == [
+    # the order of `up`: cluster, storage, the storage check, then the GPU node group (test_eks_storage_gate.py)
+    assert len(res.actions) == 6 and "create EKS cluster" in res.actions[0] and "us-west-2b" in res.actions[5]
+    assert [a.split(" ")[:3] for a in res.actions[1:5]] == [
         ["create", "S3", "bucket"],
         ["create", "IAM", "role"],
         ["associate", "raytrain-tutorial-ray-train-raytrain-s3", "with"],
+        ["check", "the", "checkpoint"],
     ]
     c = yaml.safe_load(res.configs[aws_cluster.CLUSTER_CFG])
     assert c["apiVersion"] == "eksctl.io/v1alpha5" and c["kind"] == "ClusterConfig"
@@ -227,7 +240,7 @@ def test_stuck_nodegroup_times_out_with_its_causes(srv, tmp_path, monkeypatch):
             "StatusMessage": "Could not launch On-Demand Instances. InsufficientInstanceCapacity",
         }
     ]
-    monkeypatch.setattr(aws_cluster, "NODEGROUP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(eks_state, "NODEGROUP_TIMEOUT_S", 0.3)
     res = aws_target.cluster(s, "up", assume_yes=True)
     assert not res.ok and any(p.startswith("stuck: node group gpu-efa: still CREATING") for p in res.problems)
     assert any("InsufficientInstanceCapacity" in c for c in res.causes)
@@ -326,7 +339,7 @@ def test_valid_capacity_reservation_is_targeted(srv, tmp_path):
     g = yaml.safe_load(res.configs[aws_cluster.GPU_CFG])["managedNodeGroups"][0]
     assert g["capacityReservation"] == {"capacityReservationTarget": {"capacityReservationID": rid}}
     assert "instanceMarketOptions" not in g  # an On-Demand reservation, as EC2 reports it
-    assert "in capacity reservation " + rid in res.actions[1]
+    assert "in capacity reservation " + rid in res.actions[-1]  # the GPU node group, created last
     assert any(n.startswith(f"capacity reservation {rid} is an On-Demand Capacity Reservation") for n in res.notes)
     # told it is a Capacity Block, the plan refuses: EC2 says otherwise
     with pytest.raises(ConfigError, match="EC2 reports its type as 'default', aws.capacity_reservation_type says"):

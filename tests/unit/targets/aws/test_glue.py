@@ -5,6 +5,7 @@ infrastructure rows and the fail-fast of hopeless waits are in test_kuberay.py a
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from raytrain_helpers.clients import kubernetes  # noqa: E402
 from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
-from raytrain_helpers.targets.aws import common, eks, kuberay  # noqa: E402
+from raytrain_helpers.targets.aws import common, eks_teardown, kuberay  # noqa: E402
 from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
@@ -126,7 +127,12 @@ def _cluster_up(tmp_path):
             source="ranked",
         ),
     )
-    assert aws.cluster(s, "up", assume_yes=True).ok
+    with standin("healthy", delay_s=0.05) as api:  # the API 02's storage check pod runs in
+        os.environ["FAKE_EKSCTL_API_KUBECONFIG"] = api.kubeconfig
+        try:
+            assert aws.cluster(s, "up", assume_yes=True).ok
+        finally:
+            del os.environ["FAKE_EKSCTL_API_KUBECONFIG"]
     return s
 
 
@@ -135,7 +141,7 @@ def _eks():
 
 
 def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(eks, "AwsContext", lambda s: pytest.fail("no AWS call may happen"))
+    monkeypatch.setattr(eks_teardown, "AwsContext", lambda s: pytest.fail("no AWS call may happen"))
     r = aws.teardown(settings())
     assert not r.ok and r.steps == []
     r.show()
