@@ -26,6 +26,7 @@ from raytrain_helpers.targets.aws import common, eks_teardown, kuberay  # noqa: 
 from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
+from tests.helpers import job_cfg  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,8 +54,11 @@ def _no_helm(monkeypatch):
 
 
 class _Run:
+    """What 06 reads of a finished JobRun: its typed config (the marker names its workers' log files) and ranks."""
+
     def __init__(self, marker):
         self.config, self.result, self.ranks = {"marker": marker}, {}, [{"device": "cuda:0"}]
+        self.job_config = job_cfg(marker=marker)
 
 
 def test_worker_logs_come_from_the_pods_and_only_this_runs():
