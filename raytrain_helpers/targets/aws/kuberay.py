@@ -35,7 +35,7 @@ from ...plan.probes import probe_problems
 from ...plan.raycluster import RAY_API, render_namespace, render_operator, render_raycluster, spec_diff
 from ...plan.raycluster_checks import check_raycluster
 from ..base import KubeRayResult
-from . import storage
+from . import storage_state
 from .kuberay_operator import (
     CRD_API,
     RAYCLUSTER_CRD,
@@ -149,7 +149,7 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
             "KubeRay operator not ready", diagnosis=diagnose_operator(run.client, dep), install_method=method
         )
     kube.apply(run.client, render_namespace(run.settings))
-    kube.apply(run.client, storage.service_account(run.settings))  # the pods' identity (checkpoint storage)
+    kube.apply(run.client, storage_state.service_account(run.settings))  # the pods' identity (checkpoint storage)
     events = PodProgress(run.client, run.settings.kubernetes.namespace, run.log, pod_role, lambda: run.elapsed_s)
     events.remember(cluster_pods(run.client, run.settings))  # a re-run: the events shown before are summarised
     kube.apply(run.client, run.obj)
