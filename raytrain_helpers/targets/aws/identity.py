@@ -27,7 +27,7 @@ from ...core.validation import ConfigError
 from ...plan import iam, s3_access
 from ...plan.kube_objects import name_of, phase_of
 from ..base import KubeRayResult
-from . import kuberay, podwait, storage, storage_check
+from . import kuberay, kuberay_pods, kuberay_rows, podwait, storage, storage_check, storage_state
 
 #: 06's row.
 INFRA_CHECKPOINT = "checkpoint in storage"
@@ -69,7 +69,7 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
 
 def location(settings: Settings) -> iam.StorageLocation:
     """The run's storage: 02's record, else computed from the settings and this AWS account."""
-    rec = storage.load_record(settings)
+    rec = storage_state.load_record(settings)
     if rec:
         return iam.StorageLocation(rec["bucket"], rec["prefix"])
     sess = aws_client.session(settings.aws.region)
@@ -90,9 +90,9 @@ def _access_check(settings: Settings, client) -> tuple[bool, list[str], list[str
     except (ConfigError, aws_client.AwsError) as e:
         return False, [f"checkpoint storage unknown: {e}. Fix: run notebook 02 (cluster up) first"], []
     with kube.using_client(settings, client) as api:
-        pods = [p for p in kuberay.cluster_pods(api, settings) if phase_of(p) == "Running"]
-        pods.sort(key=lambda p: kuberay.pod_role(p) != "head")
-        if not any(kuberay.pod_role(p) == "worker" for p in pods):
+        pods = [p for p in kuberay_pods.cluster_pods(api, settings) if phase_of(p) == "Running"]
+        pods.sort(key=lambda p: kuberay_pods.pod_role(p) != "head")
+        if not any(kuberay_pods.pod_role(p) == "worker" for p in pods):
             return False, ["no Running worker pod to check the storage from. Fix: see the pods above"], []
         results = [(name_of(p), check_in(api, settings, name_of(p), loc)) for p in pods]
     failed = [(pod, steps) for pod, steps in results if not passed(steps)]
@@ -191,8 +191,8 @@ def _resource(d: s3_access.Denial, loc: iam.StorageLocation) -> str:
 
 
 def infra_criteria(settings: Settings, *, client=None) -> list[tuple[str, bool | None, str]]:
-    """06 on aws: the Kubernetes rows of :func:`kuberay.infra_criteria`, then :func:`checkpoint_row`."""
-    return [*kuberay.infra_criteria(settings, client=client), checkpoint_row(settings)]
+    """06 on aws: the Kubernetes rows of :func:`kuberay_rows.infra_criteria`, then :func:`checkpoint_row`."""
+    return [*kuberay_rows.infra_criteria(settings, client=client), checkpoint_row(settings)]
 
 
 def checkpoint_row(settings: Settings, job: dict[str, Any] | None = None) -> tuple[str, bool | None, str]:

@@ -8,7 +8,7 @@ from typing import Any
 from ...core.settings import Settings
 from ...core.validation import ConfigError
 from ..base import JobDefaults
-from . import storage
+from . import storage_state
 
 
 def where(settings: Settings) -> str:
@@ -23,7 +23,7 @@ def job_defaults(settings: Settings) -> JobDefaults:
     pod reaches: ``train.storage_path``, or else the bucket and prefix step 02 prepared)."""
     path = settings.train.storage_path
     if not path:
-        rec = storage.load_record(settings)
+        rec = storage_state.load_record(settings)
         path = f"s3://{rec['bucket']}/{rec['prefix']}" if rec and rec.get("bucket") else ""
     if not path:
         raise ConfigError(

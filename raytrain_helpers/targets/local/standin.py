@@ -15,7 +15,8 @@ import yaml
 from ...core.constants import DASHBOARD_PORT, LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
 from ...plan.kube_objects import container_of
-from ...plan.raycluster import check_raycluster, group_pod_spec, render_raycluster
+from ...plan.raycluster import render_raycluster
+from ...plan.raycluster_checks import check_raycluster, group_pod_spec
 from ..base import KubeRayResult, PluginsResult
 from . import raylets
 
