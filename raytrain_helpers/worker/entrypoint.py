@@ -15,7 +15,7 @@ from typing import Any
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from . import data as data_mod
 from .hub import ModelSourceError, resolve_config_dir
-from .job_config import JobConfig, JobConfigError
+from .job_config import JobConfig, JobConfigError, uses_gpu
 from .train import loop_config, train_loop_per_worker
 
 
@@ -83,10 +83,7 @@ def run(cfg: JobConfig) -> dict[str, Any]:
     from ray.train.torch import TorchConfig, TorchTrainer
 
     ray.init(log_to_driver=True)
-    use_gpu = cfg.use_gpu
-    if use_gpu == "auto":
-        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
-    use_gpu = bool(use_gpu)
+    use_gpu = uses_gpu(cfg.use_gpu, ray.cluster_resources())
     n = _num_workers(int(cfg.num_workers or 0), use_gpu)
     res = {TRAIN_SLOT: 1, "CPU": 1}
     if use_gpu:

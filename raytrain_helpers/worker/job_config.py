@@ -190,6 +190,14 @@ class JobConfig(TypedConfig):
     RECORDED = {"data": "random", "export": False}
 
 
+def uses_gpu(use_gpu: bool | str, cluster_resources: dict[str, float]) -> bool:
+    """A config's ``use_gpu`` resolved on the running cluster: ``auto`` = the cluster has GPUs
+    (``ray.cluster_resources()``)."""
+    if use_gpu == "auto":
+        return cluster_resources.get("GPU", 0) > 0
+    return bool(use_gpu)
+
+
 def field_docs(cls: type = JobConfig) -> dict[str, str]:
     """``{field: docstring}``: the string literal under each field of the dataclass ``cls``, on one line."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))

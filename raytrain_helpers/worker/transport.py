@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
-from .job_config import JobConfigError, TypedConfig
+from .job_config import JobConfigError, TypedConfig, uses_gpu
 
 #: The most NCCL log text one rank returns (the first lines: version, network, channels).
 MAX_LOG_CHARS = 400_000
@@ -184,10 +184,7 @@ def run(cfg: CheckConfig) -> dict[str, Any]:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     ray.init(log_to_driver=True)
-    use_gpu = cfg.use_gpu
-    if use_gpu == "auto":
-        use_gpu = ray.cluster_resources().get("GPU", 0) > 0
-    use_gpu = bool(use_gpu)
+    use_gpu = uses_gpu(cfg.use_gpu, ray.cluster_resources())
     nodes = worker_nodes(ray.nodes(), use_gpu)
     base = dict(use_gpu=use_gpu, marker=cfg.marker, nodes=len(nodes))
     if len(nodes) < 2:
