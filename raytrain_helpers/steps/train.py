@@ -25,7 +25,7 @@ from ..core.config import ConfigError, Settings
 from ..core.constants import ENTRYPOINT_MODULE
 from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
 from ..plan import perf
-from ..plan.memory import aws_plan, model_config
+from ..plan.memory import model_config
 from ..targets import for_settings
 from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.kernels import LIGER_REQUIREMENT
@@ -117,10 +117,7 @@ def check_model_source(settings: Settings) -> None:
 def perf_plan(settings: Settings):
     """The memory plan the job runs with: ``batch_size`` (``auto`` resolved) and ``kernels`` for the workers'
     GPUs (the local GPUs, or the aws GPU node type); CPU workers keep the settings' batch and no kernels."""
-    target = for_settings(settings)
-    if target.NAME == "local":
-        return target.capacity(settings).plan
-    return aws_plan(settings)
+    return for_settings(settings).memory_plan(settings)
 
 
 def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -224,7 +221,8 @@ def job_pip(settings: Settings, cfg: dict[str, Any]) -> list[str]:
     pip = list(settings.train.extra_pip)
     wants_liger = "liger" in (cfg.get("kernels"), cfg.get("planned_kernels"))
     if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
-        if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
+        here = for_settings(settings).WORKERS_USE_THIS_ENVIRONMENT
+        if not here or importlib.util.find_spec("liger_kernel") is None:
             pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
     return pip
 

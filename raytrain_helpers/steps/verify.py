@@ -86,7 +86,7 @@ def verify(
         return Verification(crit)
     for name, ok, evidence in target.infra_criteria(settings):
         crit.add(name, ok, evidence)
-    want_nodes = expected_worker_nodes(settings, target.NAME)
+    want_nodes = target.worker_node_count(settings)
     head_ids = check_nodes(crit, run, want_nodes)
     check_job(crit, run, *job_status_now(settings, run))
     world = check_ranks(crit, run)
@@ -115,11 +115,6 @@ def ran_kernels(run: JobRun | None) -> str | None:
     ranks = [r.get("kernels") for r in run.ranks or [] if r.get("kernels")]
     cfg = run.config or {}
     return ranks[0] if ranks else cfg.get("planned_kernels") or cfg.get("kernels")
-
-
-def expected_worker_nodes(settings: Settings, target_name: str) -> int:
-    """The worker nodes the settings ask for: the GPU node group on aws, the worker raylets on local."""
-    return settings.aws.gpu_node_count if target_name == "aws" else settings.local.worker_nodes
 
 
 def dead_worker_nodes(run: JobRun) -> list[str]:

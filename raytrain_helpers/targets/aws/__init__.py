@@ -13,6 +13,17 @@ from .identity import infra_criteria, raycluster
 from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
+from .parts import (
+    NODEGROUP_ONLY_DOWN,
+    STANDS_IN_FOR,
+    WORKERS_USE_THIS_ENVIRONMENT,
+    cluster_missing,
+    equivalent_commands,
+    kuberay_action,
+    memory_plan,
+    plugins_action,
+    worker_node_count,
+)
 from .plugins import devices
 from .preflight import preflight
 
@@ -20,6 +31,9 @@ NAME = "aws"
 
 __all__ = [
     "NAME",
+    "STANDS_IN_FOR",
+    "NODEGROUP_ONLY_DOWN",
+    "WORKERS_USE_THIS_ENVIRONMENT",
     "where",
     "preflight",
     "capacity",
@@ -33,4 +47,10 @@ __all__ = [
     "infra_criteria",
     "benchmark_variants",
     "teardown",
+    "worker_node_count",
+    "plugins_action",
+    "kuberay_action",
+    "cluster_missing",
+    "memory_plan",
+    "equivalent_commands",
 ]

@@ -28,6 +28,7 @@ from ...clients import aws as aws_client
 from ...clients.eksctl import CommandResult, eksctl_path, run_eksctl
 from ...clients.kubernetes import cluster_context
 from ...core.config import ConfigError, Settings
+from ...core.constants import STEP_ACTIONS
 from ...core.paths import runs_dir
 from ...core.tables import table
 from ...plan import cost
@@ -55,10 +56,10 @@ from ...plan.eksctl import (
     render_gpu_nodegroup_config,
 )
 from ...plan.raycluster import OPERATOR_NAMESPACE
+from ..base import check_action
 from . import capacity_blocks, common, kuberay, plugins, storage
 from .placement import cancel_probe_reservations, probe_reservations
 
-ACTIONS = ("plan", "up", "status", "down")
 #: Seconds between state reads while waiting (tests shorten it).
 POLL_S = 20.0
 CLUSTER_TIMEOUT_S = 50 * 60
@@ -450,8 +451,7 @@ def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool =
 
     Without an action: ``up`` with ``assume_yes`` (nothing billable happens without it), else ``plan``."""
     action = action or ("up" if assume_yes else "plan")
-    if action not in ACTIONS:
-        raise ValueError(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
+    check_action(action, STEP_ACTIONS)
     ctx = AwsContext(settings)
     res = AwsClusterResult(
         action=action, account=ctx.ident.account, region=ctx.region, cluster_name=settings.aws.cluster_name
