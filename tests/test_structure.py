@@ -209,3 +209,16 @@ def test_no_module_over_600_lines():
     over = {name for name, n in sizes.items() if n > MAX_MODULE_LINES}
     assert over <= KNOWN_OVER, sorted(f"{name} ({sizes[name]} lines)" for name in over - KNOWN_OVER)
     assert not KNOWN_OVER - over, f"under {MAX_MODULE_LINES} lines now, take them off KNOWN_OVER: {KNOWN_OVER - over}"
+
+
+def test_the_step_actions_are_defined_once():
+    """``plan``/``up``/``status``/``down`` are spelt out in core/constants.py (STEP_ACTIONS) alone; every other
+    place imports it or derives its subset from it."""
+    spelt = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+                if len(words) >= 3 and set(words) <= {"plan", "up", "status", "down"}:
+                    spelt.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert [s.split(":")[0] for s in spelt] == ["raytrain_helpers/core/constants.py"], spelt

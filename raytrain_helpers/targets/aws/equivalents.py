@@ -99,10 +99,10 @@ def _role_equivalents(settings: Settings, docs: str, account: str) -> list[Equiv
                 role,
                 "--assume-role-policy-document",
                 f"file://{docs}/iam/storage-role-trust-policy.json",
-                "--description",
-                f"raytrain-tutorial: checkpoints of {a.cluster_name} in {loc.uri}",
                 "--tags",
                 _j([{"Key": storage.TAG_KEY, "Value": a.cluster_name}]),
+                "--description",  # last: the longest word, on a line of its own when shown wrapped
+                f"raytrain-tutorial: checkpoints of {a.cluster_name} in {loc.uri}",
             ),
         ),  # fmt: skip
         Equivalent(
