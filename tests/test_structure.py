@@ -130,3 +130,83 @@ def test_product_text_speaks_of_the_product(folder):
                 if HISTORY.search(line):
                     hits.append(f"{path.relative_to(REPO)}:{i}: {line.strip()[:100]}")
     assert not hits, hits
+
+
+#: The names ``settings.target`` takes (``targets.NAMES``), spelt out so that this file imports nothing of the package.
+TARGET_NAMES = ("local", "aws")
+
+
+def _names_a_target(node: ast.AST) -> bool:
+    """A target's name in an expression: ``x.NAME``, ``target_name(...)``, ``x.target``, or the literal ``"aws"`` /
+    ``"local"`` (alone or in a tuple, list or set)."""
+    if isinstance(node, ast.Attribute) and node.attr in ("NAME", "target"):
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) == "target_name"
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_target(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and node.value in TARGET_NAMES
+
+
+def _target_branches(tree: ast.AST) -> list[int]:
+    """Lines comparing a target's name (``==``, ``!=``, ``in``...), or picking from a dict keyed by the names."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(_names_a_target(n) for n in [node.left, *node.comparators]):
+            lines.append(node.lineno)
+        if isinstance(node, ast.Dict) and any(
+            isinstance(k, ast.Constant) and k.value in TARGET_NAMES for k in node.keys
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_branch_on_the_target_name_outside_targets():
+    """What differs between the targets is an attribute or a function of the Target interface (targets/base.py):
+    outside raytrain_helpers/targets/ no code compares a target's name, whichever way it reached it."""
+    branches = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in SOURCES
+        if "targets" not in path.relative_to(PKG).parts[:1]
+        for line in _target_branches(ast.parse(path.read_text()))
+    ]
+    assert not branches, branches
+
+
+def test_the_target_branch_check_sees_each_spelling():
+    spellings = [
+        'if for_settings(settings).NAME == "local": pass',
+        'x = target.NAME != "aws"',
+        'on_aws = target_name(settings) == "aws"',
+        'if present.target_name(s) in ("local",): pass',
+        "if settings.target == t: pass",
+        'if name == "aws": pass',
+        'run = {"local": a, "aws": b}[name]',
+    ]
+    for code in spellings:
+        assert _target_branches(ast.parse(code)) == [1], code
+    assert _target_branches(ast.parse('if args.action == "down" and target.NODEGROUP_ONLY_DOWN: pass')) == []
+
+
+#: No module of the package over this many lines: a reader finds what they look for in one screenful of names.
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_over_600_lines():
+    sizes = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in SOURCES}
+    over = {name for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not over, sorted(f"{name} ({sizes[name]} lines)" for name in over)
+
+
+def test_the_step_actions_are_defined_once():
+    """``plan``/``up``/``status``/``down`` are spelt out in core/constants.py (STEP_ACTIONS) alone; every other
+    place imports it or derives its subset from it."""
+    spelt = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+                if len(words) >= 3 and set(words) <= {"plan", "up", "status", "down"}:
+                    spelt.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert [s.split(":")[0] for s in spelt] == ["raytrain_helpers/core/constants.py"], spelt

@@ -8,11 +8,8 @@ import json
 import sys
 
 from ..clients.aws import AwsError
-from ..core.tables import table
+from ..core.constants import STEP_ACTIONS
 from ..targets import for_settings
-from ..targets.aws import capacity as aws_capacity
-from ..targets.aws.eks import ACTIONS
-from ..targets.aws.shared import teardown as aws_teardown
 from .args import add_settings_args, settings_from_args
 
 
@@ -42,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_capacity)
 
     c = sub.add_parser("cluster", help="step 02: plan | up | status | down the cluster (local raylets or EKS)")
-    c.add_argument("action", choices=ACTIONS)
+    c.add_argument("action", choices=STEP_ACTIONS)
     add_settings_args(c)
     c.add_argument("--yes", action="store_true", help="confirm billable/destructive actions without asking")
     c.add_argument("--nodegroup-only", action="store_true", help="down: delete only the GPU node group (aws)")
@@ -53,18 +50,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_capacity(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     target = for_settings(settings)
-    if target.NAME != "aws":
-        return _local_capacity(target.capacity(settings), as_json=args.json)
     regions = None
     if args.regions:
         regions = [r for item in args.regions for r in item.replace(",", " ").split()]
     try:
         if args.json:
             with contextlib.redirect_stdout(sys.stderr):  # progress and prompts on stderr, JSON alone on stdout
-                rep = aws_capacity(settings, regions=regions, probe=args.probe, assume_yes=args.yes, prices=args.prices)
+                rep = target.capacity(
+                    settings, regions=regions, probe=args.probe, assume_yes=args.yes, prices=args.prices
+                )
             print(json.dumps(rep.as_dict(), indent=2, default=str))
         else:
-            rep = aws_capacity(settings, regions=regions, probe=args.probe, assume_yes=args.yes, prices=args.prices)
+            rep = target.capacity(settings, regions=regions, probe=args.probe, assume_yes=args.yes, prices=args.prices)
             rep.show()
     except AwsError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -72,22 +69,12 @@ def run_capacity(args: argparse.Namespace) -> int:
     return 0 if rep.ok else 1
 
 
-def _local_capacity(res, *, as_json: bool) -> int:
-    if as_json:
-        print(json.dumps(dict(ok=res.ok, rows=res.rows(), problems=res.problems), indent=2))
-    else:
-        table(res.rows(), ["resource", "found", "required", "verdict"], title="local resources")
-        for p in res.problems:
-            print(f"PROBLEM: {p}")
-    return 0 if res.ok else 1
-
-
 def run_cluster(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     target = for_settings(settings)
     try:
-        if target.NAME == "aws" and args.action == "down" and args.nodegroup_only:
-            res = aws_teardown(settings, assume_yes=args.yes, nodegroup_only=True)
+        if args.action == "down" and args.nodegroup_only and target.NODEGROUP_ONLY_DOWN:
+            res = target.teardown(settings, assume_yes=args.yes, nodegroup_only=True)
         else:
             res = target.cluster(settings, args.action, assume_yes=args.yes)
     except RuntimeError as e:  # AwsError, LocalClusterError

@@ -12,13 +12,8 @@ from pathlib import Path
 from ..plan.manifests import PLACEHOLDERS, aws_documents, render_all, write_all
 from ..plan.render import to_yaml
 from ..targets import for_settings
-from ..targets.aws import kuberay as aws_kuberay
-from ..targets.aws import plugins as aws_plugins
-from ..targets.aws import shared as aws_shared
-from ..targets.local import standin as local_standin
+from ..targets.base import OPERATOR_ACTION, PART_ACTIONS
 from .args import add_settings_args, settings_from_args
-
-ACTIONS = ("up", "status", "down")
 
 
 def register(sub) -> None:
@@ -28,10 +23,6 @@ def register(sub) -> None:
     _register_render(sub)
 
 
-def _on_local(settings) -> bool:
-    return for_settings(settings).NAME == "local"
-
-
 # --------------------------------------------------------------------------------------------
 # plugins up|status|down
 # --------------------------------------------------------------------------------------------
@@ -39,28 +30,17 @@ def _on_local(settings) -> bool:
 
 def _register_plugins(sub) -> None:
     parser = sub.add_parser("plugins", help="NVIDIA + EFA device plugins (notebook 03): up, status, down")
-    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument("action", choices=PART_ACTIONS)
     parser.add_argument("--yes", action="store_true", help="allow the destructive action (down)")
-    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: the step's own)")
     add_settings_args(parser)
     parser.set_defaults(func=plugins_command)
 
 
 def plugins_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    if _on_local(settings):
-        actions = {
-            "up": lambda: local_standin.devices(settings),
-            "status": lambda: local_standin.devices_status(settings),
-            "down": lambda: local_standin.devices_teardown(settings),
-        }
-    else:
-        actions = {
-            "up": lambda: aws_shared.devices(settings, timeout_s=args.timeout),
-            "status": lambda: aws_plugins.status(settings),
-            "down": lambda: aws_shared.plugins_teardown(settings, assume_yes=args.yes),
-        }
-    result = actions[args.action]()
+    target = for_settings(settings)
+    result = target.plugins_action(settings, args.action, assume_yes=args.yes, timeout_s=args.timeout)
     result.show()
     return 0 if result.ok else 1
 
@@ -74,32 +54,19 @@ def _register_kuberay(sub) -> None:
     parser = sub.add_parser(
         "kuberay", help="KubeRay operator + RayCluster (notebook 04): up, status, down; operator: the operator only"
     )
-    parser.add_argument("action", choices=(*ACTIONS, "operator"))
+    parser.add_argument("action", choices=(*PART_ACTIONS, OPERATOR_ACTION))
     parser.add_argument(
         "--yes", action="store_true", help="allow destructive actions (down, replacing a changed cluster)"
     )
-    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: the step's own)")
     add_settings_args(parser)
     parser.set_defaults(func=kuberay_command)
 
 
 def kuberay_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    if _on_local(settings):
-        actions = {
-            "up": lambda: local_standin.raycluster(settings, assume_yes=args.yes),
-            "status": lambda: local_standin.raycluster_status(settings),
-            "down": lambda: local_standin.raycluster_teardown(settings),
-            "operator": lambda: local_standin.raycluster_status(settings),  # no operator locally: the status
-        }
-    else:
-        actions = {
-            "up": lambda: aws_shared.raycluster(settings, assume_yes=args.yes, timeout_s=args.timeout),
-            "status": lambda: aws_kuberay.status(settings),
-            "down": lambda: aws_shared.kuberay_teardown(settings, assume_yes=args.yes),
-            "operator": lambda: aws_shared.operator(settings, timeout_s=args.timeout),
-        }
-    result = actions[args.action]()
+    target = for_settings(settings)
+    result = target.kuberay_action(settings, args.action, assume_yes=args.yes, timeout_s=args.timeout)
     result.show()
     return 0 if result.ok else 1
 
@@ -181,4 +148,4 @@ def render_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["ACTIONS", "kuberay_command", "plugins_command", "register", "render_command"]
+__all__ = ["kuberay_command", "plugins_command", "register", "render_command"]

@@ -27,7 +27,7 @@ from ..core.paths import notebooks_dir, run_dir, runs_dir
 from ..core.settings import FLAT_FIELDS, Settings
 from ..core.tables import table
 from ..core.validation import ConfigError
-from ..targets import for_settings, local
+from ..targets import for_settings
 
 #: The notebook re-run before a resumed later one: it brings the cluster up again, or reuses a running one.
 CLUSTER_STEP = "02_cluster"
@@ -237,13 +237,12 @@ def check_cluster_first(settings: Settings, to_run: list[str]) -> None:
     """Refuse, before anything is created, a local run whose first notebooks need a cluster that is not running."""
     if not to_run or CLUSTER_STEP in to_run or not needs_cluster(to_run[0]):
         return
-    if for_settings(settings).NAME != "local" or local.status(settings).running:
+    missing = for_settings(settings).cluster_missing(settings)
+    if missing is None:
         return
-    loc = settings.local
     raise ConfigError(
-        f"{to_run[0]} needs the local Ray cluster, and none is running on 127.0.0.1:{loc.gcs_port} "
-        f"(local.gcs_port) / :{loc.dashboard_port} (local.dashboard_port). Fix: start it first with "
-        f"`raytrain-tutorial run --only 02` (or `raytrain-tutorial up`), or run from the start without --only"
+        f"{to_run[0]} needs {missing}. Fix: start it first with `raytrain-tutorial run --only 02` (or "
+        f"`raytrain-tutorial cluster up`), or run from the start without --only"
     )
 
 

@@ -26,6 +26,12 @@ DASHBOARD_PORT = 8265
 
 GIB = 1024**3
 
+#: What a step that creates something can be asked to do, on every target: say what it would create (``plan``),
+#: create or reuse it (``up``), read it (``status``), delete it (``down``). The one definition: the cluster (02) takes
+#: them all; the device plugins (03) and the KubeRay operator with its RayCluster (04) take all but ``plan``
+#: (``targets.base.PART_ACTIONS``).
+STEP_ACTIONS = ("plan", "up", "status", "down")
+
 #: eksctl releases the aws path relies on, and what each brought (eksctl-io/eksctl at tag v0.230.0, commit
 #: 99984adb, checked 2026-12-04: `git tag --contains` of each change).
 EKSCTL_RELEASES: dict[str, str] = {

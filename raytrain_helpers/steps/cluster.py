@@ -6,14 +6,14 @@ repeat. Left as None, the target picks: ``up`` locally; on aws ``up`` with ``ass
 
 from __future__ import annotations
 
+from ..core.constants import STEP_ACTIONS
 from ..core.settings import Settings
 from ..targets import StepResult, for_settings
-
-ACTIONS = ("plan", "up", "status", "down")
+from ..targets.base import check_action
 
 
 def step(settings: Settings, action: str | None = None, *, assume_yes: bool = False) -> StepResult:
     """Notebook 02's entry point."""
-    if action is not None and action not in ACTIONS:
-        raise ValueError(f"unknown action {action!r}: use up, status, down or plan")
+    if action is not None:
+        check_action(action, STEP_ACTIONS)
     return for_settings(settings).cluster(settings, action, assume_yes=assume_yes)

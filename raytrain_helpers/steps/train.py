@@ -26,7 +26,7 @@ from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
 from ..core.settings import Settings
 from ..core.validation import ConfigError
 from ..plan import perf
-from ..plan.memory import aws_plan, model_config
+from ..plan.memory import model_config
 from ..targets import for_settings
 from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
@@ -124,10 +124,7 @@ def check_model_source(settings: Settings) -> None:
 def perf_plan(settings: Settings):
     """The memory plan the job runs with: ``batch_size`` (``auto`` resolved) and ``kernels`` for the workers'
     GPUs (the local GPUs, or the aws GPU node type); CPU workers keep the settings' batch and no kernels."""
-    target = for_settings(settings)
-    if target.NAME == "local":
-        return target.capacity(settings).plan
-    return aws_plan(settings)
+    return for_settings(settings).memory_plan(settings)
 
 
 def worker_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -246,7 +243,8 @@ def job_pip(settings: Settings, cfg: JobConfig) -> list[str]:
     pip = list(settings.train.extra_pip)
     wants_liger = "liger" in (cfg.kernels, cfg.planned_kernels)
     if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
-        if for_settings(settings).NAME != "local" or importlib.util.find_spec("liger_kernel") is None:
+        here = for_settings(settings).WORKERS_USE_THIS_ENVIRONMENT
+        if not here or importlib.util.find_spec("liger_kernel") is None:
             pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
     return pip
 

@@ -87,7 +87,7 @@ def verify(
         return Verification(crit)
     for name, ok, evidence in target.infra_criteria(settings):
         crit.add(name, ok, evidence)
-    want_nodes = expected_worker_nodes(settings, target.NAME)
+    want_nodes = target.worker_node_count(settings)
     head_ids = check_nodes(crit, run, want_nodes)
     check_job(crit, run, *job_status_now(settings, run))
     world = check_ranks(crit, run)
@@ -123,11 +123,6 @@ def _config_value(run: JobRun | None, name: str) -> Any:
     """A field of the job's config (``JobConfig.<name>``); None when the run or its config is not known."""
     cfg = run.job_config if run else None
     return getattr(cfg, name) if cfg else None
-
-
-def expected_worker_nodes(settings: Settings, target_name: str) -> int:
-    """The worker nodes the settings ask for: the GPU node group on aws, the worker raylets on local."""
-    return settings.aws.gpu_node_count if target_name == "aws" else settings.local.worker_nodes
 
 
 def dead_worker_nodes(run: JobRun) -> list[str]:

@@ -15,12 +15,29 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..core.constants import STEP_ACTIONS
 from ..core.settings import Settings
 from ..core.tables import table, wrapped_table
+from ..plan.memory import MemoryPlan
 
-#: The names every target exports (checked by the tests).
+#: What the device plugins (03) and the KubeRay operator with its RayCluster (04) can be asked: every step action
+#: but ``plan`` (their plan is ``raytrain-tutorial render``).
+PART_ACTIONS = tuple(a for a in STEP_ACTIONS if a != "plan")
+#: KubeRay's extra action: the operator alone (a workshop's facilitator installs it once for every attendee).
+OPERATOR_ACTION = "operator"
+#: The steps whose commands a target can show (:meth:`Target.equivalent_commands`).
+COMMAND_STEPS = ("capacity", "cluster", "plugins", "kuberay", "train", "verify", "benchmark", "teardown")
+
+#: The constants every target exports, and their types (checked by the tests).
+ATTRIBUTES: dict[str, type | tuple[type, ...]] = {
+    "NAME": str,
+    "STANDS_IN_FOR": (str, type(None)),
+    "NODEGROUP_ONLY_DOWN": bool,
+    "WORKERS_USE_THIS_ENVIRONMENT": bool,
+}
+#: The names every target exports (checked by the tests): the constants, then the functions.
 INTERFACE = (
-    "NAME",
+    *ATTRIBUTES,
     "where",
     "preflight",
     "capacity",
@@ -36,14 +53,35 @@ INTERFACE = (
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "worker_node_count",
+    "plugins_action",
+    "kuberay_action",
+    "cluster_missing",
+    "memory_plan",
+    "equivalent_commands",
 )
+
+
+def check_action(action: str, allowed: tuple[str, ...] = STEP_ACTIONS) -> str:
+    """``action`` when it is one of ``allowed``, else a ValueError naming them."""
+    if action not in allowed:
+        raise ValueError(f"unknown action {action!r}: use {', '.join(allowed)}")
+    return action
 
 
 class Target(Protocol):
     """The functions a target exports. Each step module receives one and calls nothing else."""
 
-    #: ``"local"`` or ``"aws"``.
+    #: ``"local"`` or ``"aws"``: for display and for ``for_settings``; no code outside ``targets/`` compares it.
     NAME: str
+    #: The target whose commands this one stands in for (``"aws"`` for local: the notebooks show the aws path's
+    #: commands first, then this machine's), or None.
+    STANDS_IN_FOR: str | None
+    #: Whether ``teardown(nodegroup_only=True)`` can delete the GPU node group alone (``cluster down
+    #: --nodegroup-only``); a target without node groups ignores that option of the CLI.
+    NODEGROUP_ONLY_DOWN: bool
+    #: Whether the training workers run in this machine's Python environment (what is installed here, they have).
+    WORKERS_USE_THIS_ENVIRONMENT: bool
 
     def where(self, settings: Settings) -> str:
         """One line saying what the run is on (the first line of every notebook)."""
@@ -53,9 +91,16 @@ class Target(Protocol):
         on AWS the region's vCPU quota against the node groups; ``quota=False`` skips the quota), one row each."""
 
     def capacity(
-        self, settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None
+        self,
+        settings: Settings,
+        *,
+        probe: bool = False,
+        assume_yes: bool = False,
+        regions: Any = None,
+        prices: Any = None,
     ) -> StepResult:
-        """01: is there room for the job (machine resources, or offerings/quotas/placement on AWS)?"""
+        """01: is there room for the job (machine resources, or offerings/quotas/placement on AWS)? The result
+        also has ``as_dict()`` (the CLI's ``--json``); ``prices``: a price override file (aws)."""
 
     def cluster(self, settings: Settings, action: str = "up", *, assume_yes: bool = False) -> StepResult:
         """02: ``up`` | ``status`` | ``plan`` | ``down``. ``plan`` creates nothing; every action is idempotent."""
@@ -85,8 +130,35 @@ class Target(Protocol):
     def benchmark_variants(self, settings: Settings) -> list[dict[str, Any]]:
         """07: the transport variants to compare: dicts of label, expect (transport) and env."""
 
-    def teardown(self, settings: Settings, *, assume_yes: bool = False) -> StepResult:
-        """08: remove what the tutorial created, in reverse order, verified by listing what is left."""
+    def teardown(self, settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False) -> StepResult:
+        """08: remove what the tutorial created, in reverse order, verified by listing what is left.
+        ``nodegroup_only``: the GPU node group alone (only where ``NODEGROUP_ONLY_DOWN``; else a ValueError)."""
+
+    def worker_node_count(self, settings: Settings) -> int:
+        """06: how many worker nodes the settings ask for (the GPU node group, or the worker raylets)."""
+
+    def plugins_action(
+        self, settings: Settings, action: str = "up", *, assume_yes: bool = False, timeout_s: float | None = None
+    ) -> StepResult:
+        """03 from the CLI: one of :data:`PART_ACTIONS` on the device plugins (``up`` is :meth:`devices`);
+        ``timeout_s`` None: the target's own wait."""
+
+    def kuberay_action(
+        self, settings: Settings, action: str = "up", *, assume_yes: bool = False, timeout_s: float | None = None
+    ) -> StepResult:
+        """04 from the CLI: one of :data:`PART_ACTIONS` on the KubeRay operator and the RayCluster (``up`` is
+        :meth:`raycluster`); ``timeout_s`` None: the target's own wait."""
+
+    def cluster_missing(self, settings: Settings) -> str | None:
+        """Before the notebooks after 02 run: what is missing, when this target can tell without cost (``"the
+        local Ray cluster, and none is running on ..."``); None when the cluster runs or it cannot tell cheaply."""
+
+    def memory_plan(self, settings: Settings) -> MemoryPlan:
+        """05: the memory plan the job runs with, for the workers' GPUs here."""
+
+    def equivalent_commands(self, settings: Settings, step: str) -> list[tuple[str, str]]:
+        """(purpose, command) pairs a person could type instead of ``step`` (one of :data:`COMMAND_STEPS`) on
+        this target, with these settings' values; empty when there are none."""
 
     def attendee_state(self, settings: Settings) -> dict[str, str]:
         """``handout status``: a workshop attendee's Ray cluster (``cluster``) and last job (``job``) as the cluster

@@ -14,6 +14,17 @@ from .identity import infra_criteria
 from .jobs import benchmark_variants, expected_transport, job_defaults, where
 from .kuberay import job_server
 from .logs import worker_logs
+from .parts import (
+    NODEGROUP_ONLY_DOWN,
+    STANDS_IN_FOR,
+    WORKERS_USE_THIS_ENVIRONMENT,
+    cluster_missing,
+    equivalent_commands,
+    kuberay_action,
+    memory_plan,
+    plugins_action,
+    worker_node_count,
+)
 from .preflight import preflight
 from .shared import cluster, devices, raycluster, teardown
 from .workshop import attendee_state, remove_namespace
@@ -22,6 +33,9 @@ NAME = "aws"
 
 __all__ = [
     "NAME",
+    "STANDS_IN_FOR",
+    "NODEGROUP_ONLY_DOWN",
+    "WORKERS_USE_THIS_ENVIRONMENT",
     "where",
     "preflight",
     "capacity",
@@ -37,4 +51,10 @@ __all__ = [
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "worker_node_count",
+    "plugins_action",
+    "kuberay_action",
+    "cluster_missing",
+    "memory_plan",
+    "equivalent_commands",
 ]

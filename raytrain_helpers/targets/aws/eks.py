@@ -29,7 +29,6 @@ from ...plan.eksctl import CLUSTER_CFG, GPU_CFG
 from .eks_create import EXECUTORS, UpInputs, execute_actions
 from .eks_placement import reservation_problems, resolve_gpu_az, validate_reservation
 from .eks_state import (
-    ACTIONS,
     AwsClusterResult,
     AwsContext,
     failure_causes,
@@ -41,7 +40,6 @@ from .eks_teardown import AwsTeardownResult, TeardownRows, delete, teardown
 from .eks_up import cluster
 
 __all__ = [
-    "ACTIONS",
     "CLUSTER_CFG",
     "EXECUTORS",
     "GPU_CFG",

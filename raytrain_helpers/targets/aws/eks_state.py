@@ -21,7 +21,6 @@ from ...plan.eksctl import (
 from . import common
 from .placement import probe_reservations
 
-ACTIONS = ("plan", "up", "status", "down")
 #: Seconds between state reads while waiting (tests shorten it).
 POLL_S = 20.0
 CLUSTER_TIMEOUT_S = 50 * 60

@@ -7,6 +7,7 @@ from ...clients import kubernetes as kube
 from ...clients.eksctl import eksctl_path
 from ...clients.kubernetes import cluster_context
 from ...core.config import ConfigError, Settings
+from ...core.constants import STEP_ACTIONS
 from ...plan import cost
 from ...plan.eksctl import (
     CLUSTER_CFG,
@@ -26,10 +27,11 @@ from ...plan.eksctl import (
     render_cluster_config,
     render_gpu_nodegroup_config,
 )
+from ..base import check_action
 from . import common, device_owners, plugins, storage, storage_gate
 from .eks_create import EXECUTORS, UpInputs, execute_actions, fail
 from .eks_placement import gpu_placement, observe
-from .eks_state import ACTIONS, AwsClusterResult, AwsContext, failure_causes, read_nodegroups
+from .eks_state import AwsClusterResult, AwsContext, failure_causes, read_nodegroups
 from .eks_teardown import delete
 
 #: The actions carried out before the storage (the cluster and its system node group); the GPU node group comes
@@ -46,8 +48,7 @@ def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool =
 
     Without an action: ``up`` with ``assume_yes`` (nothing billable happens without it), else ``plan``."""
     action = action or ("up" if assume_yes else "plan")
-    if action not in ACTIONS:
-        raise ValueError(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
+    check_action(action, STEP_ACTIONS)
     ctx = AwsContext(settings)
     res = AwsClusterResult(
         action=action, account=ctx.ident.account, region=ctx.region, cluster_name=settings.aws.cluster_name

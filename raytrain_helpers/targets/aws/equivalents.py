@@ -99,10 +99,10 @@ def _role_equivalents(settings: Settings, docs: str, account: str) -> list[Equiv
                 role,
                 "--assume-role-policy-document",
                 f"file://{docs}/iam/storage-role-trust-policy.json",
-                "--description",
-                f"raytrain-tutorial: checkpoints of {a.cluster_name} in {loc.uri}",
                 "--tags",
                 _j([{"Key": storage.TAG_KEY, "Value": a.cluster_name}]),
+                "--description",  # last: the longest word, on a line of its own when shown wrapped
+                f"raytrain-tutorial: checkpoints of {a.cluster_name} in {loc.uri}",
             ),
         ),  # fmt: skip
         Equivalent(
@@ -157,13 +157,16 @@ def cli_equivalents(
     out = [
         Equivalent("EKS cluster, VPC, system node group", ("eksctl", "create", "cluster", "-f",
                                                           f"{docs}/eksctl/cluster.yaml")),
+    ]  # fmt: skip
+    out += _storage_equivalents(settings, account) + _role_equivalents(settings, docs, account)
+    # Last, once the storage check passed from the system node (02's order: no GPU hour before it).
+    out.append(
         Equivalent(
             f"GPU node group {a.gpu_nodegroup_name} (EFA)",
             ("eksctl", "create", "nodegroup", "-f", f"{docs}/eksctl/gpu-nodegroup.yaml",
              "--install-nvidia-plugin=false"),
-        ),
-    ]  # fmt: skip
-    out += _storage_equivalents(settings, account) + _role_equivalents(settings, docs, account)
+        )
+    )  # fmt: skip
     out.append(
         Equivalent(
             "device plugins (NVIDIA, EFA), KubeRay operator, namespace, ServiceAccount, RayCluster",

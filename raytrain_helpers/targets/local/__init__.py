@@ -10,10 +10,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ...core.constants import LOOPBACK
+from ...core.constants import LOOPBACK, STEP_ACTIONS
 from ...core.settings import Settings
-from ..base import JobDefaults
-from . import raylets, standin
+from ...plan.memory import MemoryPlan
+from ..base import OPERATOR_ACTION, PART_ACTIONS, JobDefaults, StepResult, check_action
+from . import commands, raylets, standin
 from .logs import collect_local_logs
 from .preflight import preflight
 from .raylets import (
@@ -30,7 +31,14 @@ from .raylets import teardown as stop_cluster
 from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
 
 NAME = "local"
-ACTIONS = ("up", "status", "down", "plan")
+#: The notebooks show the aws path's commands first: this cluster stands in for the EKS one.
+STANDS_IN_FOR = "aws"
+#: No node groups here: ``cluster down --nodegroup-only`` stops the raylets as ``down`` does.
+NODEGROUP_ONLY_DOWN = False
+#: The worker raylets run with this machine's Python environment.
+WORKERS_USE_THIS_ENVIRONMENT = True
+#: What switches NCCL's fast transport off between the GPUs of this machine (07's comparison).
+SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
 
 
 def where(settings: Settings) -> str:
@@ -38,23 +46,20 @@ def where(settings: Settings) -> str:
 
 
 def capacity(
-    settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None
+    settings: Settings, *, probe: bool = False, assume_yes: bool = False, regions: Any = None, prices: Any = None
 ) -> LocalCapacity:
-    """CPUs, memory and GPUs here against the local cluster's shape, and the memory plan (``probe`` is aws only)."""
+    """CPUs, memory and GPUs here against the local cluster's shape, and the memory plan (``probe``, ``regions`` and
+    ``prices`` are aws only)."""
     return local_resources(settings)
 
 
 def cluster(settings: Settings, action: str | None = "up", *, assume_yes: bool = False) -> LocalClusterInfo:
     """``up`` (the default) starts or reuses the raylets, ``plan`` says what would start, ``status`` reads,
     ``down`` stops. Nothing here is billable, so nothing asks for ``assume_yes``."""
-    action = action or "up"
+    action = check_action(action or "up", STEP_ACTIONS)
     if action in ("up", "plan"):
         return up(settings, plan=(action == "plan"))
-    if action == "status":
-        return status(settings)
-    if action == "down":
-        return down(settings)
-    raise ValueError(f"unknown action {action!r}: use up, status, down or plan")
+    return status(settings) if action == "status" else down(settings)
 
 
 def devices(settings: Settings, *, assume_yes: bool = False):
@@ -122,7 +127,7 @@ def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
     if job_defaults(settings).use_gpu:
         return [
             dict(label="p2p", expect="p2p", env={}),
-            dict(label="socket", expect="socket", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}),
+            dict(label="socket", expect="socket", env=dict(SOCKET_ENV)),
         ]
     return [dict(label="gloo", expect="none", env={})]
 
@@ -146,13 +151,68 @@ def remove_namespace(settings: Settings, *, assume_yes: bool = False) -> tuple[b
     return True, "local target: no namespace (each attendee's raylets stop with their 08)"
 
 
-def teardown(settings: Settings, *, assume_yes: bool = False) -> TeardownResult:
+def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False) -> TeardownResult:
     """Stop every process of the local cluster and list what is left (nothing billable: no confirmation)."""
+    if nodegroup_only:
+        raise ValueError("the local target has no GPU node group to delete alone. Fix: leave out nodegroup_only")
     return stop_cluster(settings)
+
+
+def worker_node_count(settings: Settings) -> int:
+    """The worker raylets standing in for the GPU nodes."""
+    return settings.local.worker_nodes
+
+
+def plugins_action(
+    settings: Settings, action: str = "up", *, assume_yes: bool = False, timeout_s: float | None = None
+) -> StepResult:
+    """No device plugins here: ``up`` and ``status`` show what each raylet offers, ``down`` has nothing to do."""
+    check_action(action, PART_ACTIONS)
+    if action == "up":
+        return standin.devices(settings, assume_yes=assume_yes)
+    return standin.devices_status(settings) if action == "status" else standin.devices_teardown(settings)
+
+
+def kuberay_action(
+    settings: Settings, action: str = "up", *, assume_yes: bool = False, timeout_s: float | None = None
+) -> StepResult:
+    """The RayCluster rendered and mapped to the raylets (``up``), the raylets as its pods (``status``), nothing to
+    delete (``down``: 08 stops the raylets); ``operator``: there is none locally, so the status."""
+    check_action(action, (*PART_ACTIONS, OPERATOR_ACTION))
+    if action == "up":
+        return standin.raycluster(settings, assume_yes=assume_yes)
+    if action in ("status", OPERATOR_ACTION):
+        return standin.raycluster_status(settings)
+    return standin.raycluster_teardown(settings)
+
+
+def cluster_missing(settings: Settings) -> str | None:
+    """The local Ray cluster, when it is not running (one look at its ports: no cost)."""
+    if raylets.status(settings).running:
+        return None
+    loc = settings.local
+    return (
+        f"the local Ray cluster, and none is running on {LOOPBACK}:{loc.gcs_port} (local.gcs_port) / "
+        f":{loc.dashboard_port} (local.dashboard_port)"
+    )
+
+
+def memory_plan(settings: Settings) -> MemoryPlan:
+    """The plan for this machine's GPUs (or CPU workers), as 01 made it."""
+    return capacity(settings).plan
+
+
+def equivalent_commands(settings: Settings, step: str) -> list[tuple[str, str]]:
+    """This machine's commands of ``step`` (:mod:`.commands`)."""
+    return commands.equivalent_commands(settings, step, forced=SOCKET_ENV)
 
 
 __all__ = [
     "NAME",
+    "STANDS_IN_FOR",
+    "NODEGROUP_ONLY_DOWN",
+    "WORKERS_USE_THIS_ENVIRONMENT",
+    "SOCKET_ENV",
     "where",
     "preflight",
     "capacity",
@@ -168,6 +228,12 @@ __all__ = [
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "worker_node_count",
+    "plugins_action",
+    "kuberay_action",
+    "cluster_missing",
+    "memory_plan",
+    "equivalent_commands",
     "LocalCapacity",
     "LocalClusterError",
     "LocalClusterInfo",
@@ -179,5 +245,4 @@ __all__ = [
     "up",
     "down",
     "status",
-    "ACTIONS",
 ]

@@ -66,6 +66,9 @@ class LocalCapacity:
             print(f"PROBLEM: {p}")
         print("capacity: OK" if self.ok else "capacity: NOT ENOUGH (see the problems above)")
 
+    def as_dict(self) -> dict[str, Any]:
+        return dict(ok=self.ok, rows=self.rows(), problems=self.problems)
+
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(resource, found, required, verdict)."""
         gpu_found = f"{len(self.gpus)} x {self.gpus[0]['name']}" if self.gpus else "none"

@@ -27,7 +27,9 @@ def test_target_exports_the_interface(name):
     assert mod.NAME == name
     for attr in base.INTERFACE:
         assert hasattr(mod, attr), f"targets.{name} lacks {attr}"
-        if attr == "NAME":
+        assert attr in mod.__all__, f"targets.{name} does not export {attr}"
+        if attr in base.ATTRIBUTES:
+            assert isinstance(getattr(mod, attr), base.ATTRIBUTES[attr]), f"targets.{name}.{attr}"
             continue
         want = inspect.signature(getattr(base.Target, attr))
         got = inspect.signature(getattr(mod, attr))

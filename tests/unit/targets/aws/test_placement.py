@@ -336,18 +336,6 @@ def test_cli_capacity_json_and_text(mocked_aws, tmp_path, capsys):
     assert rc == 2 and "unknown region" in capsys.readouterr().err
 
 
-def test_cli_capacity_on_local_prints_local_resources(tmp_path, capsys, monkeypatch):
-    from raytrain_helpers import cli
-
-    make_settings(tmp_path)
-    from raytrain_helpers.targets.local import local_resources
-
-    monkeypatch.setattr(sys.modules[local_resources.__module__], "_mem_available_gib", lambda: 64.0)
-    rc = cli.main(["capacity", "--env-file", str(tmp_path / "env.yaml"), "--target", "local"])
-    out = capsys.readouterr().out
-    assert rc == 0 and "local resources" in out and "CPU cores" in out
-
-
 def test_no_credential_is_printed_or_saved(mocked_aws, tmp_path, capsys):
     s = make_settings(tmp_path)
     rep = aws_capacity.capacity(s, regions=[R], probe=True, assume_yes=True)
