@@ -29,8 +29,8 @@ def check_account(base: Settings, wp: workshop.WorkshopPlan, *, offline: bool = 
     short, else returns notes (e.g. that the quota was not checked)."""
     if offline:
         return ["the account's vCPU quota was NOT checked (--offline): run without it, with AWS credentials"]
-    if for_settings(base).NAME == "local" or not wp.vcpus:
-        return []
+    if for_settings(base).STANDS_IN_FOR is not None or not wp.vcpus:
+        return []  # a stand-in (the local target) starts nothing in an account whose quota the workshop could exceed
     check = workshop.sized(base, wp)
     gpu, sys_ = base.aws.gpu_node_type, base.aws.system_node_type
     aws = check.aws.model_copy(

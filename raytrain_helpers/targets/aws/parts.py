@@ -32,7 +32,7 @@ def plugins_action(
         return shared.devices(settings, assume_yes=assume_yes, **_timeout(timeout_s))
     if action == "status":
         return plugins.status(settings)
-    return shared.plugins_teardown(settings, assume_yes=assume_yes)
+    return shared.plugins_teardown(settings, assume_yes=assume_yes, **_timeout(timeout_s))
 
 
 def kuberay_action(
@@ -49,7 +49,7 @@ def kuberay_action(
         return kuberay.status(settings)
     if action == OPERATOR_ACTION:
         return shared.operator(settings, **_timeout(timeout_s))
-    return shared.kuberay_teardown(settings, assume_yes=assume_yes)
+    return shared.kuberay_teardown(settings, assume_yes=assume_yes, **_timeout(timeout_s))
 
 
 def worker_node_count(settings: Settings) -> int:

@@ -78,17 +78,17 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
     return identity.raycluster(settings, assume_yes=assume_yes, client=client, **options)
 
 
-def teardown(settings: Settings, *, assume_yes: bool = False, **options: Any) -> eks.AwsTeardownResult:
+def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False) -> eks.AwsTeardownResult:
     """08: :func:`.eks.teardown`; for an attendee only the attendee's own objects in their namespace."""
     if not settings.aws.shared_cluster:
-        return eks.teardown(settings, assume_yes=assume_yes, **options)
+        return eks.teardown(settings, assume_yes=assume_yes, nodegroup_only=nodegroup_only)
     k = settings.kubernetes
-    if options.get("nodegroup_only"):
+    if nodegroup_only:
         return eks.AwsTeardownResult([], refused=refusal(settings, "deleting the GPU node group"))
     if not assume_yes:
         what = f"RayCluster {k.namespace}/{k.ray_cluster_name} and its RayJob"
         return eks.AwsTeardownResult([], refused=f"refused: teardown deletes the {what}. Fix: assume_yes=True")
-    return eks.AwsTeardownResult(own_objects_teardown(settings, client=options.get("client")))
+    return eks.AwsTeardownResult(own_objects_teardown(settings))
 
 
 def operator(
@@ -116,19 +116,21 @@ def operator(
     return KubeRayResult("aws", "operator", waited.ok, said, install_method=how)
 
 
-def plugins_teardown(settings: Settings, *, assume_yes: bool = False) -> PluginsResult:
+def plugins_teardown(settings: Settings, *, assume_yes: bool = False, **options: Any) -> PluginsResult:
     """``plugins down``: :func:`.plugins.teardown`, refused for an attendee."""
     if settings.aws.shared_cluster:
         return PluginsResult("aws", "teardown", False, refusal(settings, "deleting the device plugins"))
-    return plugins.teardown(settings, assume_yes=assume_yes)
+    return plugins.teardown(settings, assume_yes=assume_yes, **options)
 
 
-def kuberay_teardown(settings: Settings, *, assume_yes: bool = False) -> KubeRayResult | eks.AwsTeardownResult:
+def kuberay_teardown(
+    settings: Settings, *, assume_yes: bool = False, **options: Any
+) -> KubeRayResult | eks.AwsTeardownResult:
     """``kuberay down``: :func:`.kuberay.teardown` (the RayCluster and the operator); for an attendee only the
     attendee's own objects (:func:`teardown`)."""
     if settings.aws.shared_cluster:
         return teardown(settings, assume_yes=assume_yes)
-    return kuberay.teardown(settings, assume_yes=assume_yes)
+    return kuberay.teardown(settings, assume_yes=assume_yes, **options)
 
 
 def own_objects(settings: Settings) -> list[tuple[str, str, str]]:

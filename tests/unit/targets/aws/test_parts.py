@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.targets import aws  # noqa: E402
-from raytrain_helpers.targets.aws import identity, kuberay, parts, plugins  # noqa: E402
+from raytrain_helpers.targets.aws import identity, kuberay, parts, plugins, shared  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
 
@@ -26,6 +26,7 @@ def calls(monkeypatch):
         monkeypatch.setattr(module, name, record(f"{module.__name__.rsplit('.', 1)[1]}.{name}"))
     monkeypatch.setattr(kuberay, "teardown", record("kuberay.teardown"))
     monkeypatch.setattr(identity, "raycluster", record("identity.raycluster"))
+    monkeypatch.setattr(shared, "operator", record("shared.operator"))
     return seen
 
 
@@ -37,13 +38,15 @@ def test_each_action_reaches_the_steps_own_function(calls, tmp_path):
     assert aws.kuberay_action(s, "up", assume_yes=True) == "identity.raycluster"  # 04's step: with the access check
     assert aws.kuberay_action(s, "status") == "kuberay.status"
     assert aws.kuberay_action(s, "down", assume_yes=True, timeout_s=60) == "kuberay.teardown"
+    assert aws.kuberay_action(s, "operator") == "shared.operator"  # a facilitator's operator alone
     assert calls == [
         ("plugins.devices", dict(assume_yes=False, timeout_s=30)),
         ("plugins.status", {}),
         ("plugins.teardown", dict(assume_yes=True)),  # no timeout given: the teardown's own
-        ("identity.raycluster", dict(assume_yes=True)),
+        ("identity.raycluster", dict(assume_yes=True, client=None)),
         ("kuberay.status", {}),
         ("kuberay.teardown", dict(assume_yes=True, timeout_s=60)),
+        ("shared.operator", {}),
     ]
 
 
