@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from ..core.settings import Settings
+from ..plan import cost
 from ..targets import for_settings
 
 
-def describe(settings: Settings) -> None:
-    """A short summary of what the settings ask for (first cell of every notebook)."""
+def describe(settings: Settings, *, brief: bool = False) -> None:
+    """A short summary of what the settings ask for (first cell of every notebook).
+
+    ``brief``: one line (target, run, where it runs, the aws stack's hourly cost) for the chapters after 01,
+    which prints the full summary and the price table once.
+    """
     t = settings.train
     target = for_settings(settings)
-    print(f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}")
+    line = f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}"
+    if brief:
+        per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
+        print(f"{line} | aws stack USD {per_hour:.2f}/h (full summary and price table: 01)")
+        return
+    print(line)
     print(
         f"model {t.model_id or t.model_preset} | steps {t.steps} | seq_len {t.seq_len} | batch {t.batch_size}/worker"
         f" | workers {t.num_workers or 'all'}"
