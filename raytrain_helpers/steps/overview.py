@@ -7,18 +7,20 @@ from ..plan import cost
 from ..targets import for_settings
 
 
-def describe(settings: Settings, *, brief: bool = False) -> None:
+def describe(settings: Settings, *, brief: bool = False, minutes: float | None = None) -> None:
     """A short summary of what the settings ask for (first cell of every notebook).
 
-    ``brief``: one line (target, run, where it runs, the aws stack's hourly cost) for the chapters after 01,
-    which prints the full summary and the price table once.
+    ``brief``: two lines (target, run, where it runs; the aws stack's hourly cost) for the chapters after 01,
+    which prints the full summary and the price table once; ``minutes``: the chapter's time on aws, priced.
     """
     t = settings.train
     target = for_settings(settings)
     line = f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}"
     if brief:
         per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
-        print(f"{line} | aws stack USD {per_hour:.2f}/h (full summary and price table: 01)")
+        share = f"; this chapter's {minutes:g} min about USD {per_hour * minutes / 60:.2f}" if minutes else ""
+        print(line)
+        print(f"on aws: the stack costs USD {per_hour:.2f}/h{share} (01 prints the price table)")
         return
     print(line)
     print(
