@@ -1,12 +1,15 @@
-"""One manifest as the aws target renders it from the settings (:func:`show_manifest`; long plain lists abridged)."""
+"""One manifest as the aws target renders it from the settings (:func:`show_manifest`; long plain lists abridged,
+or only the fields a chapter discusses with the rest folded)."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
 from ..core.settings import Settings
 from ..plan import eksctl, plugins, raycluster, render
+from ..plan.manifests import render_all
 from .shown import Shown, pre_html
 
 #: How long a list may be before :func:`abridge` shortens it.
@@ -67,11 +70,18 @@ MANIFEST_NAMES = (
 )
 
 
-def show_manifest(name: str, settings: Settings, *, full: bool = False) -> Shown:
+def show_manifest(name: str, settings: Settings, *, full: bool = False, keep: list[str] | None = None) -> Shown:
     """One artifact as the aws target renders it from these settings (long plain lists abridged unless
-    ``full``). Names: :data:`MANIFEST_NAMES`."""
+    ``full``). Names: :data:`MANIFEST_NAMES`.
+
+    ``keep``: show only these fields (a key name matches that key at any depth, a dotted path one place, e.g.
+    ``spec.template.spec.volumes``) under each object's kind and name; the rest is folded: a collapsed HTML
+    block in a widget front end, in plain text a line naming the file that ``raytrain-tutorial render`` writes.
+    """
     rendered = _manifest_objects(name, settings)
     if isinstance(rendered, str):
+        if keep:
+            raise ValueError(f"keep= needs a Kubernetes manifest; {name!r} is an eksctl config. Fix: leave out keep")
         body = rendered.strip("\n")
         if name == "eksctl-gpu-nodegroup" or not settings.aws.gpu_az:
             body += "\n# (AZ and subnet shown as placeholders: step 01 picks the AZ, step 02 reads the subnet ids)"
@@ -79,4 +89,57 @@ def show_manifest(name: str, settings: Settings, *, full: bool = False) -> Shown
         docs = [render.to_yaml(obj if full else abridge(obj)).rstrip("\n") for obj in rendered]
         body = "\n---\n".join(docs)
     text = f"# {name}: rendered from env.yaml (`raytrain-tutorial render --target aws` writes every manifest)\n{body}"
-    return Shown(text, pre_html(text, lambda line: "#6a737d" if line.lstrip().startswith("#") else None))
+    if not keep or isinstance(rendered, str):
+        return Shown(text, pre_html(text, grey_comments))
+    return folded(name, settings, rendered, keep, text)
+
+
+def grey_comments(line: str) -> str | None:
+    return "#6a737d" if line.lstrip().startswith("#") else None
+
+
+def prune(obj: Any, keep: list[str], path: tuple[str, ...] = ()) -> Any:
+    """Only the branches of ``obj`` that lead to a kept field (None where none does)."""
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            here = (*path, str(key))
+            if key in keep or ".".join(here) in keep:
+                out[key] = value
+            else:
+                sub = prune(value, keep, here)
+                if sub is not None:
+                    out[key] = sub
+        return out or None
+    if isinstance(obj, list):
+        items = [p for p in (prune(v, keep, path) for v in obj) if p is not None]
+        return items or None
+    return None
+
+
+def manifest_file(settings: Settings, obj: dict[str, Any]) -> str:
+    """The file ``raytrain-tutorial render --out manifests`` writes ``obj`` to."""
+    for filename, other in render_all(settings, include_alternatives=True):
+        if (other.get("kind"), other.get("metadata", {}).get("name")) == (obj["kind"], obj["metadata"]["name"]):
+            return f"manifests/{filename}"
+    return "manifests/"
+
+
+def folded(name: str, settings: Settings, objects: list[dict[str, Any]], keep: list[str], full_text: str) -> Shown:
+    """The kept fields of each object, and the whole manifest folded away (see :func:`show_manifest`)."""
+    docs, files = [], []
+    for obj in objects:
+        head = {"kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"]}}
+        docs.append(render.to_yaml({**head, **(prune(abridge(obj), keep) or {})}).rstrip("\n"))
+        files.append(manifest_file(settings, obj))
+    shown = "\n---\n".join(docs)
+    total, kept = len(full_text.splitlines()), len(shown.splitlines())
+    note = f"# ... {total - kept} more lines not shown. The full manifest: `raytrain-tutorial render --out manifests`"
+    note += "".join(f"\n#   writes {f}" for f in files)
+    text = f"# {name}: the fields discussed below ({', '.join(keep)})\n{shown}\n{note}"
+    summary = f"the full {name} manifest ({total} lines)"
+    html_text = (
+        pre_html(text, grey_comments)
+        + f"<details><summary>{html.escape(summary)}</summary>{pre_html(full_text, grey_comments)}</details>"
+    )
+    return Shown(text, html_text)

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from ..core.settings import Settings
+from ..plan import cost
 from ..targets import for_settings
 
 
-def describe(settings: Settings) -> None:
-    """A short summary of what the settings ask for (first cell of every notebook)."""
+def describe(settings: Settings, *, brief: bool = False, minutes: float | None = None) -> None:
+    """A short summary of what the settings ask for (first cell of every notebook).
+
+    ``brief``: two lines (target, run, where it runs; the aws stack's hourly cost) for the chapters after 01,
+    which prints the full summary and the price table once; ``minutes``: the chapter's time on aws, priced.
+    """
     t = settings.train
     target = for_settings(settings)
-    print(f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}")
+    line = f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}"
+    if brief:
+        per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
+        share = f"; this chapter's {minutes:g} min about USD {per_hour * minutes / 60:.2f}" if minutes else ""
+        print(line)
+        print(f"on aws: the stack costs USD {per_hour:.2f}/h{share} (01 prints the price table)")
+        return
+    print(line)
     print(
         f"model {t.model_id or t.model_preset} | steps {t.steps} | seq_len {t.seq_len} | batch {t.batch_size}/worker"
         f" | workers {t.num_workers or 'all'}"

@@ -305,7 +305,9 @@ class KubeRayResult:
             for p in self.pods
         ]
 
-    def show(self) -> None:
+    def show(self, *, manifest: bool = True) -> None:
+        """The step's result; ``manifest=False`` leaves out the abridged RayCluster (a notebook that showed it
+        already), naming where it is written in full instead."""
         print(
             f"KubeRay ({self.target}, {self.action}): {'OK' if self.ok else 'NOT OK'}"
             + (f" - {self.message}" if self.message else "")
@@ -314,9 +316,11 @@ class KubeRayResult:
             print(f"  operator installed with: {self.install_method}")
         if self.state:
             print(f"  RayCluster state: {self.state}")
-        if self.manifest_yaml:
+        if self.manifest_yaml and manifest:
             print("RayCluster manifest (abridged; `raytrain-tutorial render --out DIR` writes it in full):")
             print(self.manifest_yaml.rstrip())
+        elif self.manifest_yaml:
+            print("RayCluster manifest: as shown above (`raytrain-tutorial render --out DIR` writes it in full)")
         if self.mapping:
             print(
                 wrapped_table(

@@ -365,3 +365,18 @@ def test_criteria_lines_break_at_the_same_place_whatever_the_figures(repo_root):
     one, other = table("1.2", "585.8", "3007", "1504"), table("1023.7", "11585.8", "13007", "6503")
     assert one != other
     assert _sanitize(one, repo_root) == _sanitize(other, repo_root)
+
+
+def test_show_manifest_keeps_the_fields_asked_and_folds_the_rest(settings):
+    keep = ["nodeSelector", "spec.template.spec.tolerations"]
+    shown = present.show_manifest("nvidia-device-plugin", settings, keep=keep)
+    doc = yaml.safe_load(shown.text)
+    assert doc["kind"] == "DaemonSet" and list(doc["spec"]["template"]["spec"]) == ["nodeSelector", "tolerations"]
+    full = present.show_manifest("nvidia-device-plugin", settings)
+    assert "containers" in full.text and "containers" not in shown.text
+    assert "manifests/01-daemonset-nvidia-device-plugin-daemonset.yaml" in shown.text
+    assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
+    page = shown.mimebundle()["text/html"]
+    assert "<details>" in page and html.escape("containers") in page.split("<details>")[1]
+    with pytest.raises(ValueError, match="keep= needs a Kubernetes manifest"):
+        present.show_manifest("eksctl-cluster", settings, keep=keep)

@@ -115,6 +115,9 @@ def test_local_step_maps_the_manifest_to_raylets(monkeypatch, capsys):
     r.show()
     out = capsys.readouterr().out
     assert "head raylet" in out and "worker raylets" in out and "num-gpus" in out
+    r.show(manifest=False)  # a notebook that showed the manifest already does not print it twice
+    out = capsys.readouterr().out
+    assert "head raylet" in out and "num-gpus: '0'" not in out and "as shown above" in out
     with local.job_server(s) as url:
         assert url == "http://127.0.0.1:8266"
     assert local_standin.raycluster_teardown(s).ok
