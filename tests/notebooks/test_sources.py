@@ -115,3 +115,17 @@ def test_normalise_makes_an_executed_notebook_open_unmodified(build):
         f"cell {compared.id}: the throw-away runs folder in a compared output",
         f"cell {compared.id}: an IP address in a compared output",
     ]
+
+
+def test_papermill_reads_every_parameter_of_every_notebook(repo_root, caplog):
+    """``raytrain-tutorial run --list`` and papermill's inspection parse each line of the parameters cell; a line they
+    cannot parse (e.g. a comment with ``=`` in it) is dropped with a warning a learner sees in every run."""
+    from papermill.translators import PythonTranslator
+
+    for path in sorted((repo_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        assigned = [line.split("=")[0].strip() for line in cell.source.splitlines() if line and line[0].isalpha()]
+        with caplog.at_level("WARNING", logger="papermill"):
+            found = [p.name for p in PythonTranslator.inspect(cell)]
+        assert found == assigned, (path.name, caplog.text)
