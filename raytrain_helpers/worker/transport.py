@@ -15,7 +15,6 @@ slowest rank's mean per all-reduce.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -28,7 +27,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
-from .job_config import JobConfigError, TypedConfig, uses_gpu
+from .job_config import TypedConfig, config_from_args, uses_gpu
 
 #: The most NCCL log text one rank returns (the first lines: version, network, channels).
 MAX_LOG_CHARS = 400_000
@@ -223,15 +222,7 @@ def run(cfg: CheckConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", required=True)
-    args = ap.parse_args(argv)
-    with open(args.config) as f:
-        text = f.read()
-    try:  # before Ray starts: a misspelt or missing key fails the job at once, naming the key
-        cfg = CheckConfig.from_json(text)
-    except JobConfigError as e:
-        raise SystemExit(f"[check] {args.config}: {e}") from None
+    cfg = config_from_args(CheckConfig, argv, "check")
     t0 = time.time()
     try:
         out = run(cfg)
