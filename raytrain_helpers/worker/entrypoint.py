@@ -6,6 +6,7 @@ one ``RAYTRAIN_RESULT {json}`` line that the notebook side parses from the job l
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from . import data as data_mod
 from .hub import ModelSourceError, resolve_config_dir
-from .job_config import JobConfig, config_from_args, uses_gpu
+from .job_config import JobConfig, JobConfigError, uses_gpu
 from .train import loop_config, train_loop_per_worker
 
 
@@ -146,7 +147,15 @@ def run(cfg: JobConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = config_from_args(JobConfig, argv, "driver")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        text = f.read()
+    try:  # before Ray starts: a misspelt or missing key fails the job at once, naming the key
+        cfg = JobConfig.from_json(text)
+    except JobConfigError as e:
+        raise SystemExit(f"[driver] {args.config}: {e}") from None
     out = run(cfg)
     print(RESULT_PREFIX + json.dumps(out, default=str), flush=True)
     if not out["ok"]:

@@ -12,7 +12,6 @@ Runs in the job as well: standard library only.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import difflib
@@ -189,20 +188,6 @@ class JobConfig(TypedConfig):
     #: ``train.data`` trained on random tokens and exported nothing; the other keys added since then default to
     #: what those jobs did (no evaluation, no kernels)
     RECORDED = {"data": "random", "export": False}
-
-
-def config_from_args(cls: type[Self], argv: list[str] | None, tag: str) -> Self:
-    """A job entrypoint's ``--config FILE`` read as ``cls``, before Ray starts: a misspelt or missing key fails
-    the job at once with ``[tag] FILE: ...`` naming the key."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", required=True)
-    args = ap.parse_args(argv)
-    with open(args.config) as f:
-        text = f.read()
-    try:
-        return cls.from_json(text)
-    except JobConfigError as e:
-        raise SystemExit(f"[{tag}] {args.config}: {e}") from None
 
 
 def uses_gpu(use_gpu: bool | str, cluster_resources: dict[str, float]) -> bool:

@@ -15,6 +15,7 @@ slowest rank's mean per all-reduce.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -27,7 +28,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
-from .job_config import TypedConfig, config_from_args, uses_gpu
+from .job_config import JobConfigError, TypedConfig, uses_gpu
 
 #: The most NCCL log text one rank returns (the first lines: version, network, channels).
 MAX_LOG_CHARS = 400_000
@@ -222,7 +223,15 @@ def run(cfg: CheckConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = config_from_args(CheckConfig, argv, "check")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        text = f.read()
+    try:  # before Ray starts: a misspelt or missing key fails the job at once, naming the key
+        cfg = CheckConfig.from_json(text)
+    except JobConfigError as e:
+        raise SystemExit(f"[check] {args.config}: {e}") from None
     t0 = time.time()
     try:
         out = run(cfg)
