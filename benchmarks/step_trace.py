@@ -253,6 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", action="append", default=[])
     ap.add_argument("--yardstick-last", action="store_true", help="the yardstick again after the job's runs")
     ap.add_argument("--yardstick-variant", action="append", default=[], help="e.g. norms_ones")
+    ap.add_argument("--no-yardstick", action="store_true", help="only the job's runs")
     ap.add_argument("--no-plain", action="store_true", help="only the --variant runs of the job")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--which", default="job")
@@ -263,7 +264,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     job_config(out, args.batch, args.steps)
-    runs = [launch(args, "yardstick", "")]
+    runs = [] if args.no_yardstick else [launch(args, "yardstick", "")]
     for v in ["", *args.variant] if not args.no_plain else args.variant:
         runs.append(launch(args, "job", v))
     for v in args.yardstick_variant:
