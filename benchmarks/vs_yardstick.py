@@ -1,6 +1,7 @@
 """The job through Ray Train (05's path) against the yardstick: one call, the same GPUs, the same batch.
 
     python benchmarks/vs_yardstick.py --probe PATH/fsdp_probe.py --out DIR [--commit SHA] [--old-tree DIR]
+        [--skip torchrun]
 
 On every GPU of this host, in this order:
 1. the yardstick (``fsdp_probe.py --liger``, unchanged) at the job's batch; then the same probe with its RMSNorm
@@ -13,7 +14,8 @@ On every GPU of this host, in this order:
 
 Writes DIR/vs-yardstick.json (``gpu``, ``world_size``, ``batch``, ``tokens_per_s_per_gpu`` of the Ray Train run,
 ``yardstick_tokens_per_s_per_gpu`` of the same call, ``mfu``, ``step_s``, ``peak_memory_gib``, ``commit``, the
-ratios and every run's record) and prints it.
+ratios and every run's record) and prints it; the file is rewritten after every run, so a call cut short keeps
+what it measured. ``--skip torchrun`` leaves out step 2 (the shortest call that still gives the table's figures).
 """
 
 from __future__ import annotations
@@ -40,13 +42,15 @@ def probe_runs(args, batch: int, out: Path) -> dict:
     """The yardstick as published and with initialised norms, then the job's loop under torchrun."""
     ns = SimpleNamespace(out=str(out), probe=args.probe, batch=batch, steps=args.steps, prof_at=0)
     step_trace.job_config(out, batch, args.steps)
-    runs = {
-        "yardstick": step_trace.launch(ns, "yardstick", ""),
-        "yardstick-norms_ones": step_trace.launch(ns, "yardstick", "norms_ones"),
-        "torchrun": step_trace.launch(ns, "job", ""),
-    }
-    if args.old_tree:
-        runs["torchrun-old-tree"] = step_trace.launch(ns, "job", "", pythonpath_first=args.old_tree, label="old")
+    runs = {}
+    runs["yardstick"] = step_trace.launch(ns, "yardstick", "")
+    record(args, batch, runs)
+    runs["yardstick-norms_ones"] = step_trace.launch(ns, "yardstick", "norms_ones")
+    record(args, batch, runs)
+    if "torchrun" not in args.skip:
+        runs["torchrun"] = step_trace.launch(ns, "job", "")
+        if args.old_tree:
+            runs["torchrun-old-tree"] = step_trace.launch(ns, "job", "", pythonpath_first=args.old_tree, label="old")
     for r in runs.values():
         summary = out / f"{r['label']}.sum.json"
         if summary.exists():
@@ -67,22 +71,11 @@ def ray_run(s, steps: int, warm: int) -> dict:
         local.down(s)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--probe", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--commit", default="")
-    ap.add_argument("--old-tree", default="", help="a checkout of raytrain_helpers to run the torchrun loop from too")
-    ap.add_argument("--steps", type=int, default=12)
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    s = gpu_runs.settings(steps=args.steps, bench_steps=args.steps)
-    batch = train.job_config(s, run_name="probe-batch").batch_size
-    runs = probe_runs(args, batch, out)
-    runs["ray-train"] = ray_run(s, args.steps, s.train.bench_warmup_steps)
-    ray, probe = runs["ray-train"], runs["yardstick"].get("probe") or {}
-    probe_ones = runs["yardstick-norms_ones"].get("probe") or {}
+def record(args, batch: int, runs: dict) -> dict:
+    """The figures of the runs so far (``None`` where a run is missing), written to DIR/vs-yardstick.json."""
+    ray = runs.get("ray-train") or {}
+    probe = (runs.get("yardstick") or {}).get("probe") or {}
+    probe_ones = (runs.get("yardstick-norms_ones") or {}).get("probe") or {}
     tps = ray.get("tokens_per_s_per_gpu")
     rec = dict(
         gpu=gpu_runs.gpu_facts()[0]["name"],
@@ -103,7 +96,26 @@ def main(argv=None) -> int:
         rec["ray_over_yardstick"] = tps / probe["tok_s_gpu"]
     if tps and probe_ones.get("tok_s_gpu"):
         rec["ray_over_yardstick_norms_initialised"] = tps / probe_ones["tok_s_gpu"]
-    (out / "vs-yardstick.json").write_text(json.dumps(rec, indent=1, default=str))
+    (Path(args.out) / "vs-yardstick.json").write_text(json.dumps(rec, indent=1, default=str))
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--probe", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--commit", default="")
+    ap.add_argument("--old-tree", default="", help="a checkout of raytrain_helpers to run the torchrun loop from too")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--skip", nargs="*", default=[], choices=["torchrun"], help="leave these runs out")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    s = gpu_runs.settings(steps=args.steps, bench_steps=args.steps)
+    batch = train.job_config(s, run_name="probe-batch").batch_size
+    runs = probe_runs(args, batch, out)
+    runs["ray-train"] = ray_run(s, args.steps, s.train.bench_warmup_steps)
+    rec = record(args, batch, runs)
     print(json.dumps({k: v for k, v in rec.items() if k != "runs"}, indent=1, default=str))
     for name, r in runs.items():
         keys = ("ok", "probe", "job_tokens_per_s", "tokens_per_s_per_gpu", "zero_params_before_first_step", "error")
