@@ -141,8 +141,9 @@ def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) ->
                 tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
                 mfu=[r.get("mfu") for r in b.job.ranks],
                 world_size=len(b.job.ranks),
+                figures=f,
             )
-            for b in bench
+            for b, f in zip(bench, figures(bench), strict=True)
         ],
     )
     if len(bench) < 2:
@@ -165,6 +166,45 @@ def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) ->
         (run_dir(settings) / "benchmark.json").write_text(json.dumps(record, indent=2, default=str))
         lines.append(f"record: runs/{settings.run_name}/benchmark.json")
     return BenchComparison(ok, lines, record)
+
+
+#: 07's performance table: the keys a device result in ``benchmarks/results/`` records, in that order.
+FIGURES = ["variant", "gpu", "world_size", "batch", "tokens_per_s_per_gpu", "mfu", "step_s", "peak_memory_gib"]
+
+
+def figures(bench: list[BenchRun]) -> list[dict[str, Any]]:
+    """Each run's figures under the keys of ``benchmarks/results/`` (see ``docs/performance.md``): the GPU's name
+    ("cpu" for CPU workers), ranks, sequences per step per rank, warm tokens/s per GPU, the lowest rank's MFU (None
+    without a GPU), the slowest rank's step and the highest rank's peak memory (on CPU: the process's peak RSS)."""
+    out = []
+    for b in bench:
+        ranks, cfg = b.job.ranks, b.job.job_config
+        mfus = [r["mfu"] for r in ranks if r.get("mfu") is not None]
+        peaks = [r["peak_mem_bytes"] for r in ranks if r.get("peak_mem_bytes")]
+        row = dict(
+            variant=b.label,
+            gpu=ranks[0].get("gpu", ranks[0].get("device")) if ranks else None,
+            world_size=len(ranks),
+            batch=cfg.batch_size if cfg else None,
+            tokens_per_s_per_gpu=b.tokens_per_s_per_gpu,
+            mfu=min(mfus) if mfus else None,
+            step_s=b.timed_step_s,
+            peak_memory_gib=max(peaks) / 1024**3 if peaks else None,
+        )
+        out.append(row)
+    return out
+
+
+def show_figures(bench: list[BenchRun]) -> None:
+    """07: :func:`figures` as a table, the columns named as ``benchmarks/results/`` names them."""
+
+    def cell(key: str, v: Any) -> str:
+        if v is None:
+            return "n/a"
+        formats = dict(tokens_per_s_per_gpu="{:,.0f}", mfu="{:.1%}", step_s="{:.3f}", peak_memory_gib="{:.1f}")
+        return formats.get(key, "{}").format(v)
+
+    table([[cell(k, row[k]) for k in FIGURES] for row in figures(bench)], FIGURES)
 
 
 def comparison_text(cmp) -> str:

@@ -349,6 +349,7 @@ def _summary(
         host=w.host,
         pid=os.getpid(),
         device=str(w.device),
+        gpu=torch.cuda.get_device_name(w.device) if w.on_gpu else "cpu",
         steps_run=len(step_times),
         mean_step_time_s=mean_dt,
         tokens_per_s=(tokens_per_step / mean_dt) if timed else 0.0,
