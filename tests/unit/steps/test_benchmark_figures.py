@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from raytrain_helpers.clients.rayjobs import JobRun
@@ -56,3 +58,17 @@ def test_the_table_names_its_columns_as_the_results_files_do(capsys):
     for key in ("tokens_per_s_per_gpu", "peak_memory_gib", "world_size"):
         assert key in out
     assert "53,354" in out and "52.8%" in out and "0.844" in out and "105.3" in out
+
+
+def test_every_device_result_against_the_yardstick_has_the_recorded_keys_and_the_docs_quote_its_figures():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    found = sorted((root / "benchmarks" / "results").glob("*vs-yardstick*.json"))
+    assert found, "no device result against the yardstick in benchmarks/results/"
+    page = (root / "docs" / "performance.md").read_text()
+    for path in found:
+        rec = json.loads(path.read_text())
+        keys = [k for k in benchmark.FIGURES if k != "variant"] + ["yardstick_tokens_per_s_per_gpu", "commit"]
+        assert not [k for k in keys if rec.get(k) in (None, "")], path.name
+        assert path.name in page and f"{rec['tokens_per_s_per_gpu']:,.0f}" in page, path.name
