@@ -184,3 +184,25 @@ def test_create_call_matches_the_eks_api(tmp_path):
         assert storage_share._share(ann, c, role_arn) == (True, "storage association ray-train-ann/raytrain -> r: "
                                                                  "created, then read back")  # fmt: skip
         stub.assert_no_pending_responses()
+
+
+def test_an_attendee_s_denied_storage_check_names_handout_storage(tmp_path):
+    from raytrain_helpers.targets.aws import identity
+
+    steps = [
+        {"step": "create_dir", "ok": False, "error": "OSError: AWS Error ACCESS_DENIED during PutObject operation"}
+    ]
+    ann = attendee(tmp_path, "ann")
+    line = identity.failure("w-1", steps, iam.storage_location(ann, ACCOUNT), ann)
+    assert "lacks s3:PutObject" in line and "raytrain-tutorial handout storage DIR" in line
+    own = make_settings(tmp_path / "ann", namespace="ray-train-ann")
+    assert "re-run notebook 02 (cluster up)" in identity.failure("w-1", steps, iam.storage_location(own, ACCOUNT), own)
+
+
+def test_an_attendee_s_job_writes_under_its_own_namespace(mocked_aws, tmp_path):
+    from raytrain_helpers.targets.aws import jobs
+
+    ann = attendee(tmp_path, "ann", storage_path="s3://ws-bucket/ckpt")
+    assert jobs.job_defaults(ann).storage_path == "s3://ws-bucket/ckpt/ray-train-ann"
+    bob = attendee(tmp_path, "bob")  # no storage_path, no 02 record in an attendee's folder: this account's bucket
+    assert jobs.job_defaults(bob).storage_path == f"s3://{NAME}-{ACCOUNT}-{R}/raytrain/ray-train-bob"
