@@ -155,6 +155,8 @@ def attendee_storage(
     settings: Settings, action: str = "status", *, facilitator: Settings | None = None
 ) -> tuple[bool | None, str]:
     """Each attendee's checkpoints stay in their own run folder on this machine: nothing to associate."""
+    if action == "status":
+        return None, "-"
     return True, "local target: checkpoints in the attendee's own run folder (nothing to associate)"
 
 
