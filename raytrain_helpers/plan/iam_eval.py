@@ -15,15 +15,15 @@ and "IAM JSON policy elements: Condition operators" describe it (checked 2026-12
   present. Keys are compared case-insensitively, values case-sensitively.
 * any other operator (numeric, date, ARN, ``ForAnyValue:``...) raises ``ValueError``: never guessed.
 * policy variables (IAM User Guide, "IAM policy elements: Variables and tags",
-  docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html, checked 2026-12-05): ``${key}`` in
-  a ``Resource`` and in a string condition's values is replaced by the request context's value of ``key`` (a
-  principal's tag is the key ``aws:PrincipalTag/<tag-key>``; keys case-insensitive), ``${key, 'default'}`` by
-  the default when the key is absent, and ``${*}``, ``${?}``, ``${$}`` stand for the literal characters. A
-  substituted value is matched as it is (its ``*`` or ``?`` are no wildcards). "If AWS cannot resolve a variable
-  this might cause the entire statement to be invalid": a statement whose variable has no value matches nothing.
-
-Only one identity policy: no resource policy, permissions boundary, SCP or session policy (the storage role has
-none of them).
+  docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html, read 2026-12-05 in its English
+  (docs.amazonaws.cn/en_us/...md: the note, the list of sections) and Japanese (the introduction) versions):
+  when the policy is evaluated, each ``${key}`` is replaced by the value of ``key`` in the request's context (a
+  principal's tag is the key ``aws:PrincipalTag/<tag-key>``, the form the Amazon EKS User Guide gives for Pod
+  Identity's session tags; keys case-insensitive like every condition key here), here in a ``Resource`` and in a
+  string condition's values. "If AWS cannot resolve a variable this might cause the entire statement to be
+  invalid": a statement whose variable has no value matches nothing. This evaluator matches a substituted value
+  literally (the namespaces it is used for hold neither ``*`` nor ``?``). Default values and escapes of special
+  characters are not evaluated (``ValueError``): the tutorial's policies use neither.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ def _as_list(value: Any) -> list[Any]:
 
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
-_LITERAL_VARIABLES = {"*": "*", "?": "?", "$": "$"}
 
 
 class Unresolved(Exception):
@@ -66,17 +65,14 @@ def _wild(text: str, wild: bool = True) -> str:
 
 
 def resolve_variable(body: str, context: dict[str, str]) -> str:
-    """The value of one ``${body}`` (``key`` or ``key, 'default'``) from a context with lower-case keys."""
-    if body in _LITERAL_VARIABLES:
-        return _LITERAL_VARIABLES[body]
-    key, _, default = body.partition(",")
-    value = context.get(key.strip().lower())
-    if value is not None:
-        return value
-    default = default.strip()
-    if len(default) >= 2 and default[0] == default[-1] == "'":
-        return default[1:-1]
-    raise Unresolved(key.strip())
+    """The value of one ``${key}`` from a context with lower-case keys (:class:`Unresolved` when it has none)."""
+    key = body.strip()
+    if not key or any(c in key for c in ",'*?$ "):
+        raise ValueError(f"policy variable ${{{body}}} is not evaluated here (only ${{key}})")
+    value = context.get(key.lower())
+    if value is None:
+        raise Unresolved(key)
+    return value
 
 
 def wildcard_match(pattern: str, text: str, *, case: bool = True, context: dict[str, str] | None = None) -> bool:
