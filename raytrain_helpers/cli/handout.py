@@ -16,8 +16,10 @@ preflight, and refuses (nothing written) a workshop the quota cannot hold. Each 
 shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the cost estimate and what it assumes.
 
 ``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
-RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout teardown OUT``
-removes every attendee's namespace (and, with ``--yes``, the attendees' own clusters).
+RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout storage OUT`` gives
+every shared-cluster attendee's namespace the facilitator's checkpoint storage (one EKS Pod Identity association
+each, ``aws.storage_per_namespace``); ``handout teardown OUT`` removes every attendee's namespace and that
+association (and, with ``--yes``, the attendees' own clusters).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from ..core.validation import ConfigError
 from ..plan import workshop
 from ..targets import for_settings
 from . import handout_workshop
-from .handout_workshop import attendee_progress
+from .handout_workshop import FACILITATOR, attendee_progress
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -51,8 +53,6 @@ NAME_COLUMN = "name"
 INDEX_FILE = "handout.json"
 #: Settings that decide whether an attendee has a cluster of their own.
 OWN_CLUSTER_KEYS = ("cluster_name",)
-#: The facilitator's folder: the shared cluster's settings, sized for every attendee.
-FACILITATOR = "facilitator"
 #: train.job_timeout_s of every attendee whose base and row leave it at 0 (no limit): a budget guard.
 DEFAULT_JOB_TIMEOUT_S = 2 * 3600
 
@@ -79,11 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "action",
         nargs="?",
-        choices=("status", "report", "teardown"),
+        choices=("status", "report", "storage", "teardown"),
         help="status: each attendee's progress (folder and cluster); report: all of it in one HTML page; "
-        "teardown: remove every attendee's namespace (and with --yes their own clusters)",
+        "storage: give each attendee's namespace the facilitator's checkpoint storage (aws.storage_per_namespace); "
+        "teardown: remove every attendee's namespace and storage association (and with --yes their own clusters)",
     )
-    p.add_argument("dir", nargs="?", help="the hand-out folder (with status, report, teardown)")
+    p.add_argument("dir", nargs="?", help="the hand-out folder (with status, report, storage, teardown)")
     p.add_argument("--roster", help="CSV with a header row: name, then any setting's flat name as a column")
     p.add_argument("--out", help="the folder to write (one sub-folder per attendee)")
     p.add_argument("--env-file", default=None, help="the base variables file (default: env.yaml found upwards)")

@@ -1,10 +1,10 @@
 """The facilitator's side of ``raytrain-tutorial handout``: the account's vCPU quota against the workshop, the
 attendees' progress read from their folders and from the cluster, one HTML report of all of them, and the
-teardown of what the hand-out created.
+storage each attendee's pods use (one association per namespace), and the teardown of what the hand-out created.
 
 Everything that touches a cluster or the account goes through the target (``for_settings(settings)``):
-``preflight`` for the quota, ``attendee_state`` for an attendee's RayCluster and RayJob, ``remove_namespace`` and
-``teardown`` for the teardown.
+``preflight`` for the quota, ``attendee_state`` for an attendee's RayCluster and RayJob, ``attendee_storage`` for
+their checkpoint storage, ``remove_namespace`` and ``teardown`` for the teardown.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from ..core.validation import ConfigError
 from ..plan import workshop
 from ..targets import for_settings
 from .report import combined_notebook, export_html
+
+#: The facilitator's folder in a hand-out: the shared cluster's settings, sized for every attendee.
+FACILITATOR = "facilitator"
 
 
 # ---- the account ------------------------------------------------------------------------------------------------
@@ -121,13 +124,14 @@ def status_rows(out: Path, index: list[dict[str, Any]], *, cluster: bool = True)
         if cluster:
             s = attendee_settings(out, a)
             state = for_settings(s).attendee_state(s)
-            row += [state.get("cluster", "-"), state.get("job", "-")]
+            storage = "-" if a["own_cluster"] else for_settings(s).attendee_storage(s, "status")[1]
+            row += [state.get("cluster", "-"), state.get("job", "-"), storage]
         rows.append(row)
     return rows
 
 
 HEADERS = ["row", "name", "notebooks run", "with errors", "last job", "last verify"]
-CLUSTER_HEADERS = ["Ray cluster (live)", "RayJob (live)"]
+CLUSTER_HEADERS = ["Ray cluster (live)", "RayJob (live)", "storage (live)"]
 
 
 def status_text(out: Path, index: list[dict[str, Any]], *, cluster: bool = True) -> str:
@@ -137,7 +141,7 @@ def status_text(out: Path, index: list[dict[str, Any]], *, cluster: bool = True)
 
 # ---- the subcommands --------------------------------------------------------------------------------------------
 def action(name: str, out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> int:
-    """``handout status|report|teardown DIR``."""
+    """``handout status|report|storage|teardown DIR``."""
     if name == "status":
         print(status_text(out, index))
         return 0
@@ -145,15 +149,43 @@ def action(name: str, out: Path, index: list[dict[str, Any]], *, yes: bool = Fal
         path = write_workshop_report(out, index)
         print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
         return 0
-    rows = teardown(out, index, yes=yes)
+    rows = share_storage(out, index) if name == "storage" else teardown(out, index, yes=yes)
     for who, what, done, evidence in rows:
         print(f"{'done' if done == 'yes' else 'NOT DONE'}: {who}, {what}: {evidence}")
     return 0 if all(r[2] == "yes" for r in rows) else 1
 
 
+def facilitator_settings(out: Path) -> Settings:
+    """The shared cluster's settings, from the facilitator's folder the hand-out wrote."""
+    path = out / FACILITATOR / "env.yaml"
+    if not path.is_file():
+        raise ConfigError(
+            f"{path} is missing: no attendee shares the base cluster, or the hand-out is older. Fix: write the "
+            f"hand-out again (handout --roster ... --out {out})"
+        )
+    return load(str(path), environ={}, check_installed_ray=False)
+
+
+def share_storage(out: Path, index: list[dict[str, Any]]) -> list[list[str]]:
+    """Every shared-cluster attendee's pods get the facilitator's checkpoint storage, each kept to their own
+    namespace's prefix (through the target: ``attendee_storage(..., "share")``). Own clusters have their own 02."""
+    shared = [a for a in index if not a["own_cluster"]]
+    fac = facilitator_settings(out) if shared else None
+    rows = []
+    for a in index:
+        s = attendee_settings(out, a)
+        if a["own_cluster"]:
+            rows.append([a["name"], "storage", "yes", "own cluster: its own 02 prepares its storage"])
+            continue
+        done, said = for_settings(s).attendee_storage(s, "share", facilitator=fac)
+        rows.append([a["name"], f"storage of namespace {s.kubernetes.namespace}", "yes" if done else "NO", said])
+    return rows
+
+
 def teardown(out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> list[list[str]]:
-    """Every shared-cluster attendee's namespace (the hand-out's only), and with ``yes`` every attendee's own
-    cluster (through their target's teardown). The shared cluster itself is the facilitator's folder's 08."""
+    """Every shared-cluster attendee's namespace (the hand-out's only) and storage association (the hand-out's
+    tagged one only), and with ``yes`` every attendee's own cluster (through their target's teardown). The shared
+    cluster itself is the facilitator's folder's 08."""
     rows = []
     for a in index:
         s = attendee_settings(out, a)
@@ -161,6 +193,8 @@ def teardown(out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> li
         if not a["own_cluster"]:
             done, said = target.remove_namespace(s, assume_yes=True)
             rows.append([a["name"], f"namespace {s.kubernetes.namespace}", "yes" if done else "NO", said])
+            done, said = target.attendee_storage(s, "remove")
+            rows.append([a["name"], "storage association", "yes" if done else "NO", said])
         elif yes:
             res = target.teardown(s, assume_yes=True)
             res.show()
@@ -204,8 +238,11 @@ __all__ = [
     "action",
     "attendee_progress",
     "attendee_settings",
+    "FACILITATOR",
     "check_account",
+    "facilitator_settings",
     "plan_text",
+    "share_storage",
     "status_rows",
     "status_text",
     "teardown",

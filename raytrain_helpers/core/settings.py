@@ -67,6 +67,12 @@ class AwsSettings(_Group):
     """How the Ray pods get the storage role: `pod-identity` (EKS Pod Identity, the add-on step 02 installs),
     `irsa` (IAM roles for service accounts, through the cluster's OIDC provider), or `auto` = Pod Identity
     unless the cluster runs without its add-on."""
+    storage_per_namespace: bool = False
+    """`true`: one storage role serves every namespace of the cluster and keeps them apart in the bucket - the run's
+    prefix becomes `<prefix>/<namespace>` and the role's policy grants objects only under
+    `<prefix>/${aws:PrincipalTag/kubernetes-namespace}/` (the session tag EKS Pod Identity attaches), so a
+    workshop's `raytrain-tutorial handout storage DIR` can associate it with every attendee's namespace. Needs
+    `pod_identity` other than `irsa`. `false` = the role serves its own namespace and prefix only."""
     shared_cluster: bool = False
     """`true` in a workshop attendee's env.yaml (written by `raytrain-tutorial handout`): the EKS cluster, its node
     groups, the device plugins and the KubeRay operator belong to the facilitator. Steps 02 and 03 only read them,
@@ -143,6 +149,12 @@ class AwsSettings(_Group):
             raise ValueError(
                 f"capacity_reservation_type {self.capacity_reservation_type!r} is set without a "
                 f"capacity_reservation_id. Fix: set capacity_reservation_id: cr-..., or leave the type empty"
+            )
+        if self.storage_per_namespace and self.pod_identity == "irsa":
+            raise ValueError(
+                "storage_per_namespace = true needs EKS Pod Identity's session tag kubernetes-namespace, which IRSA "
+                "does not attach (pod_identity = irsa). Fix: pod_identity: pod-identity (or auto), or "
+                "storage_per_namespace: false"
             )
         if self.gpu_az and not self.gpu_az.startswith(self.region):
             raise ValueError(

@@ -29,6 +29,13 @@ OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMu
 #: The EKS add-on that makes Pod Identity work (installed by step 02's ClusterConfig).
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 MODES = ("pod-identity", "irsa")
+#: The session tag EKS Pod Identity attaches with the pod's namespace, and the policy variable that reads it
+#: (Amazon EKS User Guide, "Grant Pods access to AWS resources based on tags", list of session tags added by EKS
+#: Pod Identity: eks-cluster-arn, eks-cluster-name, kubernetes-namespace, kubernetes-service-account,
+#: kubernetes-pod-name, kubernetes-pod-uid, "use ${aws:PrincipalTag/ followed by the key";
+#: awsdocs/amazon-eks-user-guide commit 4d52b4d, latest/ug/manage-access/aws-access/service-accounts.adoc).
+NAMESPACE_TAG = "kubernetes-namespace"
+NAMESPACE_VARIABLE = "${aws:PrincipalTag/" + NAMESPACE_TAG + "}"
 _ROLE_MAX = 64
 
 
@@ -106,11 +113,28 @@ def storage_location(settings: Settings, account: str) -> StorageLocation:
             f"make them the same, or leave one empty"
         )
     name = a.storage_bucket or bucket
+    prefix = prefix or DEFAULT_PREFIX
+    if a.storage_per_namespace:
+        prefix = f"{prefix}/{settings.kubernetes.namespace}"
     return StorageLocation(
-        bucket=name or derived_bucket_name(a.cluster_name, account, a.region),
-        prefix=prefix or DEFAULT_PREFIX,
-        derived=not name,
+        bucket=name or derived_bucket_name(a.cluster_name, account, a.region), prefix=prefix, derived=not name
     )
+
+
+def policy_location(settings: Settings, loc: StorageLocation) -> StorageLocation:
+    """The storage as the role's permission policy names it: ``loc`` itself, or with ``aws.storage_per_namespace``
+    the namespace's part of the prefix written as :data:`NAMESPACE_VARIABLE` (one role for every namespace, each
+    pod's session reaching only its own namespace's objects)."""
+    if not settings.aws.storage_per_namespace:
+        return loc
+    ns = settings.kubernetes.namespace
+    base = loc.prefix[: -len(ns) - 1] if loc.prefix.endswith("/" + ns) else loc.prefix
+    return StorageLocation(loc.bucket, f"{base}/{NAMESPACE_VARIABLE}", loc.derived)
+
+
+def principal_tags(settings: Settings) -> dict[str, str]:
+    """The session tags the policy reads for these settings' pods (EKS Pod Identity attaches the namespace)."""
+    return {NAMESPACE_TAG: settings.kubernetes.namespace} if settings.aws.storage_per_namespace else {}
 
 
 def role_name(settings: Settings) -> str:
@@ -129,7 +153,9 @@ def _json(template: str, settings: Settings, **values: Any) -> dict[str, Any]:
 
 
 def permission_policy(settings: Settings, loc: StorageLocation) -> dict[str, Any]:
-    """The storage role's inline policy (``manifests/iam-storage-policy.json.j2``)."""
+    """The storage role's inline policy (``manifests/iam-storage-policy.json.j2``) for the run's storage ``loc``,
+    written for every namespace under ``aws.storage_per_namespace`` (:func:`policy_location`)."""
+    loc = policy_location(settings, loc)
     return _json("iam-storage-policy.json.j2", settings, bucket=loc.bucket, prefix=loc.prefix, parents=loc.parents)
 
 
@@ -187,10 +213,11 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def policy_problems(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
+def policy_problems(doc: dict[str, Any], loc: StorageLocation, tags: dict[str, str] | None = None) -> list[str]:
     """Everything wrong with a permission policy for ``loc`` ([] = none): beyond least privilege (a wildcard or
     an action outside the allowed ones, a resource outside the bucket/prefix, NotAction/NotResource), or short of
-    what the job's storage layer sends (:func:`uncovered`: a recorded request the policy would deny)."""
+    what the job's storage layer sends (:func:`uncovered`: a recorded request the policy would deny). ``loc`` as
+    the policy names it (:func:`policy_location`); ``tags``: the principal's tags its variables read."""
     problems: list[str] = []
     granted: set[str] = set()
     for i, st in enumerate(_as_list(doc.get("Statement") or [])):
@@ -216,7 +243,7 @@ def policy_problems(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
     missing = [a for a in (*LIST_ACTIONS, *OBJECT_ACTIONS) if a not in granted]
     if missing:
         problems.append(f"missing {', '.join(missing)} (the job needs them on {loc.uri})")
-    return problems + uncovered(doc, loc)
+    return problems + uncovered(doc, loc, tags)
 
 
 def _allowed_resources(action: str, loc: StorageLocation) -> list[str] | None:
@@ -227,14 +254,20 @@ def _allowed_resources(action: str, loc: StorageLocation) -> list[str] | None:
     return [loc.objects_arn] if action in OBJECT_ACTIONS else None
 
 
-def uncovered(doc: dict[str, Any], loc: StorageLocation) -> list[str]:
+def uncovered(doc: dict[str, Any], loc: StorageLocation, tags: dict[str, str] | None = None) -> list[str]:
     """The requests of :data:`raytrain_helpers.plan.s3_access.STORAGE_REQUESTS` (what pyarrow sends for Ray
     Train's storage calls on ``loc``) that ``doc`` would not allow, each with the action, resource and condition
-    keys IAM evaluates (:mod:`raytrain_helpers.plan.iam_eval`)."""
+    keys IAM evaluates (:mod:`raytrain_helpers.plan.iam_eval`). A ``loc`` written with policy variables is the
+    storage of a principal with ``tags`` (``aws:PrincipalTag/<key>`` in every request's context)."""
     out: list[str] = []
-    for req in s3_access.storage_requests(loc.bucket, loc.prefix):
+    principal = {f"aws:PrincipalTag/{k}": v for k, v in (tags or {}).items()}
+    prefix = loc.prefix
+    for m in reversed(list(iam_eval.VARIABLE.finditer(prefix))):
+        value = iam_eval.resolve_variable(m.group(1), {k.lower(): v for k, v in principal.items()})
+        prefix = prefix[: m.start()] + value + prefix[m.end() :]
+    for req in s3_access.storage_requests(loc.bucket, prefix):
         for auth in s3_access.authorizations(req):
-            verdict = iam_eval.decide(doc, auth.action, auth.resource, dict(auth.context))
+            verdict = iam_eval.decide(doc, auth.action, auth.resource, {**dict(auth.context), **principal})
             if verdict != iam_eval.ALLOW:
                 keys = ", ".join(f"{k}={v!r}" for k, v in auth.context) or "no condition keys"
                 line = (
@@ -250,6 +283,8 @@ __all__ = [
     "DEFAULT_PREFIX",
     "LIST_ACTIONS",
     "MODES",
+    "NAMESPACE_TAG",
+    "NAMESPACE_VARIABLE",
     "OBJECT_ACTIONS",
     "POD_IDENTITY_ADDON",
     "POLICY_NAME",
@@ -258,7 +293,9 @@ __all__ = [
     "parse_s3_uri",
     "permission_policy",
     "policies_text",
+    "policy_location",
     "policy_problems",
+    "principal_tags",
     "render_service_account",
     "role_name",
     "storage_location",

@@ -53,6 +53,7 @@ INTERFACE = (
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "attendee_storage",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",
@@ -167,6 +168,14 @@ class Target(Protocol):
     def remove_namespace(self, settings: Settings, *, assume_yes: bool = False) -> tuple[bool, str]:
         """``handout teardown``: remove the attendee's namespace on a shared cluster, only if the hand-out made it
         for this attendee; (done, what happened)."""
+
+    def attendee_storage(
+        self, settings: Settings, action: str = "status", *, facilitator: Settings | None = None
+    ) -> tuple[bool | None, str]:
+        """``handout storage|status|teardown``: give the attendee's pods the facilitator's checkpoint storage, kept
+        to their own namespace (``share``, with the ``facilitator``'s settings), say whether they have it
+        (``status``), or remove what ``share`` created (``remove``); (done, what happened), done None where a status
+        could not be read."""
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .parts import (
 )
 from .preflight import preflight
 from .shared import cluster, devices, raycluster, teardown
+from .storage_share import attendee_storage
 from .workshop import attendee_state, remove_namespace
 
 NAME = "aws"
@@ -51,6 +52,7 @@ __all__ = [
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "attendee_storage",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -167,11 +167,16 @@ def failure(pod: str, steps: list[dict[str, Any]], loc: iam.StorageLocation, set
     if d is None:
         return f"{head}: {error}"
     if d.access_denied:
-        return (
-            f"{head}: {d.operation} was denied, the pod's role lacks {d.action} on {_resource(d, loc)}. Fix: re-run "
-            f"notebook 02 (cluster up), which restores the storage role's policy (and the pod identity association "
-            f"of {k.namespace}/{k.service_account}), then 04"
+        fix = (
+            f"re-run notebook 02 (cluster up), which restores the storage role's policy (and the pod identity "
+            f"association of {k.namespace}/{k.service_account}), then 04"
         )
+        if settings.aws.shared_cluster:  # 02 ran in the facilitator's folder, which also associates the attendees
+            fix = (
+                f"ask the facilitator to run `raytrain-tutorial handout storage DIR` (it associates the storage role "
+                f"with {k.namespace}/{k.service_account}; aws.storage_per_namespace: true), then 04"
+            )
+        return f"{head}: {d.operation} was denied, the pod's role lacks {d.action} on {_resource(d, loc)}. Fix: {fix}"
     if d.kind == "NO_SUCH_BUCKET":
         return f"{head}: bucket {loc.bucket} does not exist. Fix: re-run notebook 02 (cluster up)"
     return f"{head}: {d.operation} answered {d.kind}: {error}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...clients import aws as aws_client
 from ...core.settings import Settings
 from ...core.validation import ConfigError
+from ...plan import iam
 from ..base import JobDefaults
 from . import storage_state
 
@@ -20,11 +22,18 @@ def where(settings: Settings) -> str:
 def job_defaults(settings: Settings) -> JobDefaults:
     """The driver decides GPU or not from the cluster (GPU nodes: NCCL; a CPU-only cluster: gloo, which then
     fails notebook 06's transport audit instead of failing to schedule); checkpoints go to storage every worker
-    pod reaches: ``train.storage_path``, or else the bucket and prefix step 02 prepared)."""
+    pod reaches: ``train.storage_path``, or else the bucket and prefix step 02 prepared); with
+    ``aws.storage_per_namespace`` the namespace's own prefix under either (``plan.iam.storage_location``: the
+    role's policy grants no other), computed from the settings and this account where 02 left no record."""
     path = settings.train.storage_path
+    if path and settings.aws.storage_per_namespace:
+        path = iam.storage_location(settings, "").uri  # the bucket is the path's: no account needed
     if not path:
         rec = storage_state.load_record(settings)
         path = f"s3://{rec['bucket']}/{rec['prefix']}" if rec and rec.get("bucket") else ""
+    if not path and settings.aws.storage_per_namespace:  # an attendee's folder: 02 ran in the facilitator's
+        sess = aws_client.session(settings.aws.region)
+        path = iam.storage_location(settings, aws_client.identity(sess, settings.aws.region).account).uri
     if not path:
         raise ConfigError(
             "train.storage_path is empty and step 02 has not prepared the checkpoint bucket for this cluster, but "

@@ -186,7 +186,9 @@ def _ensure_role(settings: Settings, iam_api, st: StorageState) -> list[str]:
     docs = policy_documents(settings, st)
     trust = next((d for n, d in docs.items() if "trust" in n), None)
     permissions = iam.permission_policy(settings, st.location)
-    problems = iam.policy_problems(permissions, st.location)
+    problems = iam.policy_problems(
+        permissions, iam.policy_location(settings, st.location), iam.principal_tags(settings)
+    )
     if problems:  # the templates are the product: never create a role beyond least privilege
         raise ConfigError("the storage role's permission policy is not least privilege: " + "; ".join(problems))
     if trust is None:

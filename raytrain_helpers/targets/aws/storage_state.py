@@ -130,6 +130,13 @@ def read_state(settings: Settings, sess, account: str, cluster: dict[str, Any] |
         st.oidc_issuer = ((cluster.get("identity") or {}).get("oidc") or {}).get("issuer", "")
         if st.mode == "pod-identity":
             st.association = find_association(eks, settings)
+    if settings.aws.storage_per_namespace and st.mode != "pod-identity":
+        st.problems.append(
+            f"aws.storage_per_namespace = true needs EKS Pod Identity's session tags, but cluster "
+            f"{settings.aws.cluster_name} runs without the {iam.POD_IDENTITY_ADDON} add-on (pod_identity = auto "
+            f"chose irsa). Fix: `eksctl create addon --cluster {settings.aws.cluster_name} --name "
+            f"{iam.POD_IDENTITY_ADDON}`, or storage_per_namespace: false"
+        )
     if cluster is not None and settings.aws.pod_identity == "pod-identity" and not _has_agent(eks, cluster["name"]):
         st.problems.append(
             f"aws.pod_identity = pod-identity but cluster {settings.aws.cluster_name} has no "

@@ -151,6 +151,15 @@ def remove_namespace(settings: Settings, *, assume_yes: bool = False) -> tuple[b
     return True, "local target: no namespace (each attendee's raylets stop with their 08)"
 
 
+def attendee_storage(
+    settings: Settings, action: str = "status", *, facilitator: Settings | None = None
+) -> tuple[bool | None, str]:
+    """Each attendee's checkpoints stay in their own run folder on this machine: nothing to associate."""
+    if action == "status":
+        return None, "-"
+    return True, "local target: checkpoints in the attendee's own run folder (nothing to associate)"
+
+
 def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False) -> TeardownResult:
     """Stop every process of the local cluster and list what is left (nothing billable: no confirmation)."""
     if nodegroup_only:
@@ -228,6 +237,7 @@ __all__ = [
     "teardown",
     "attendee_state",
     "remove_namespace",
+    "attendee_storage",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

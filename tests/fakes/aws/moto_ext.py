@@ -429,6 +429,7 @@ def _create_pod_identity_association(self):  # noqa: ANN001
             "associationArn": f"arn:aws:eks:{self.region}:{ACCOUNT}:podidentityassociation/{cluster}/{aid}",
             "associationId": aid,
             "tags": self._get_param("tags") or {},
+            "disableSessionTags": bool(self._get_param("disableSessionTags") or False),
             "createdAt": _now(),
             "modifiedAt": _now(),
         }

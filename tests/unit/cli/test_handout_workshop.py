@@ -134,3 +134,58 @@ def test_local_slots_are_deterministic_and_short(index):
     a, b = workshop.local_slot(index, base), workshop.local_slot(index, base)
     assert a == b and len(str(a["temp_root"])) <= 40
     assert a["gcs_port"] != base.local.gcs_port and a["dashboard_port"] != base.local.dashboard_port
+
+
+def test_handout_storage_associates_each_attendee_namespace_and_teardown_removes_them(
+    tmp_path,
+    clean_env,
+    capsys,
+    monkeypatch,
+    mocked_aws,  # noqa: F811
+):
+    """The facilitator's 02 (moto; Pod Identity from tests/fakes/aws/moto_ext.py), then ``handout storage``
+    twice (the second creates nothing), ``handout status``'s storage column and a teardown that deletes the
+    attendees' associations and keeps the facilitator's own."""
+    import boto3
+
+    from raytrain_helpers.clients.aws import Identity
+    from raytrain_helpers.targets.aws import storage
+    from tests.fakes.aws import moto_ext
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    (tmp_path / "aws.yaml").write_text("target: aws\nstorage_per_namespace: true\n")
+    args = ["handout", "--roster", str(tmp_path / "roster.csv"), "--out", str(tmp_path / "out"), "--env-file", ENV]
+    (tmp_path / "roster.csv").write_text("name\nAnn\nBob\n", encoding="utf-8")
+    assert main([*args, "-f", str(tmp_path / "aws.yaml"), "--offline"]) == 0
+    out = tmp_path / "out"
+    fac = _env(out / "facilitator" / "env.yaml")
+    assert fac.aws.storage_per_namespace and _env(out / "ann" / "env.yaml").aws.storage_per_namespace
+    eks = boto3.client("eks", region_name=fac.aws.region)
+    eks.create_cluster(name=fac.aws.cluster_name, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
+    eks.create_addon(clusterName=fac.aws.cluster_name, addonName="eks-pod-identity-agent")
+    ident = Identity("123456789012", "arn:aws:iam::123456789012:user/f", fac.aws.region)
+    cluster = eks.describe_cluster(name=fac.aws.cluster_name)["cluster"]
+    assert storage.ensure(fac, boto3.session.Session(), ident, cluster, assume_yes=True)[1] == []
+    capsys.readouterr()
+    try:
+        assert main(["handout", "storage", str(out)]) == 0
+        said = capsys.readouterr().out
+        assert said.count("created, then read back") == 2, said
+        assert main(["handout", "storage", str(out)]) == 0
+        assert capsys.readouterr().out.count("already there (kept)") == 2
+        namespaces = {a["namespace"] for a in eks.list_pod_identity_associations(clusterName=fac.aws.cluster_name)[
+            "associations"]}  # fmt: skip
+        assert namespaces == {"ray-train", "ray-train-ann", "ray-train-bob"}
+        with standin("healthy", set_env=True, plugins_installed=True, operator_installed=True, delay_s=0.05):
+            _apply_handout_namespaces(out)
+            assert main(["handout", "status", str(out)]) == 0
+            lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
+            rows = {ln.split("|")[2].strip(): [c.strip() for c in ln.split("|")] for ln in lines}
+            assert rows["name"][9] == "storage (live)" and rows["Ann"][9].startswith("associated (")
+            assert main(["handout", "teardown", str(out)]) == 0
+        said = capsys.readouterr().out
+        assert said.count("deleted, then read back: absent") == 4, said  # two namespaces, two associations
+        left = eks.list_pod_identity_associations(clusterName=fac.aws.cluster_name)["associations"]
+        assert [a["namespace"] for a in left] == ["ray-train"]  # the facilitator's own, from its 02
+    finally:
+        moto_ext.FAKE.reset()

@@ -1,0 +1,91 @@
+"""One storage role for every namespace (``aws.storage_per_namespace``): the policy reads the namespace from the
+session tag EKS Pod Identity attaches (``${aws:PrincipalTag/kubernetes-namespace}``), and ``plan.iam_eval`` fills
+policy variables from the principal's tags, so these tests decide, request by request of what the job's storage
+layer sends (``plan.s3_access``), that attendee A uses their own prefix and can neither read nor write B's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raytrain_helpers.core import config
+from raytrain_helpers.plan import iam, iam_eval, s3_access
+
+REPO = Path(__file__).resolve().parents[3]
+ACCOUNT = "123456789012"
+OBJECT_ACTIONS = set(iam.OBJECT_ACTIONS)
+
+
+def settings(namespace: str, **params):
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, target="aws",
+                       storage_per_namespace=True, namespace=namespace, **params)  # fmt: skip
+
+
+def tags_of(namespace: str) -> dict[str, str]:
+    return {"aws:PrincipalTag/kubernetes-namespace": namespace}
+
+
+def test_the_prefix_is_per_namespace_and_the_policy_names_the_session_tag():
+    ann = settings("ray-train-ann", storage_path="s3://ws-bucket/ckpt")
+    loc = iam.storage_location(ann, ACCOUNT)
+    assert loc == iam.StorageLocation("ws-bucket", "ckpt/ray-train-ann")
+    doc = iam.permission_policy(ann, loc)
+    bob = settings("ray-train-bob", storage_path="s3://ws-bucket/ckpt")
+    assert doc == iam.permission_policy(bob, iam.storage_location(bob, ACCOUNT))  # one policy for every namespace
+    (objects,) = [s for s in doc["Statement"] if s["Sid"] == "ObjectsUnderTheRunPrefix"]
+    assert objects["Resource"] == "arn:aws:s3:::ws-bucket/ckpt/${aws:PrincipalTag/kubernetes-namespace}/*"
+    assert iam.policy_problems(doc, iam.policy_location(ann, loc), iam.principal_tags(ann)) == []
+
+
+def test_attendee_a_uses_its_own_prefix_and_cannot_read_or_write_b_s():
+    ann, bob = settings("ray-train-ann"), settings("ray-train-bob")
+    doc = iam.permission_policy(ann, iam.storage_location(ann, ACCOUNT))
+    a_loc, b_loc = iam.storage_location(ann, ACCOUNT), iam.storage_location(bob, ACCOUNT)
+    assert iam.uncovered(doc, a_loc, iam.principal_tags(ann)) == []  # every request of the job on A's prefix
+    assert iam.uncovered(doc, b_loc, iam.principal_tags(bob)) == []  # and B on B's
+    denied = []  # every object of B's prefix (the folder marker above all prefixes is shared: an empty object)
+    for req in s3_access.storage_requests(b_loc.bucket, b_loc.prefix):
+        for auth in s3_access.authorizations(req):
+            verdict = iam_eval.decide(
+                doc, auth.action, auth.resource, {**dict(auth.context), **tags_of("ray-train-ann")}
+            )
+            if auth.action in OBJECT_ACTIONS and auth.resource.startswith(f"{b_loc.bucket_arn}/{b_loc.prefix}/"):
+                assert verdict == iam_eval.IMPLICIT_DENY, (auth, verdict)
+                denied.append(auth.action)
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"} <= set(denied)
+    for action in OBJECT_ACTIONS:  # by hand too: A on B's checkpoint, with and without A's tag
+        b_key = f"arn:aws:s3:::{b_loc.bucket}/{b_loc.prefix}/tutorial/checkpoint_0/model.pt"
+        assert iam_eval.decide(doc, action, b_key, tags_of("ray-train-ann")) == iam_eval.IMPLICIT_DENY
+        assert iam_eval.decide(doc, action, b_key, tags_of("ray-train-bob")) == iam_eval.ALLOW
+        assert iam_eval.decide(doc, action, b_key, {}) == iam_eval.IMPLICIT_DENY  # no session tag: no value
+
+
+@pytest.mark.parametrize(
+    "pattern, context, text, matches",
+    [
+        ("a/${aws:PrincipalTag/ns}/*", {"aws:principaltag/ns": "x"}, "a/x/k", True),
+        ("a/${aws:PrincipalTag/ns}/*", {"aws:PrincipalTag/ns": "x"}, "a/y/k", False),
+        ("a/${aws:PrincipalTag/ns}/k", {"aws:PrincipalTag/ns": "*"}, "a/zz/k", False),  # a value is no wildcard
+        ("a/${aws:PrincipalTag/ns}/k", {"aws:PrincipalTag/ns": "*"}, "a/*/k", True),
+    ],
+)
+def test_policy_variables_are_replaced_from_the_request_context(pattern, context, text, matches):
+    assert iam_eval.wildcard_match(pattern, text, context=context) is matches
+
+
+def test_an_unresolved_variable_matches_nothing_and_conditions_read_variables():
+    with pytest.raises(iam_eval.Unresolved):
+        iam_eval.wildcard_match("a/${aws:PrincipalTag/ns}", "a/x", context={})
+    with pytest.raises(ValueError, match="not evaluated here"):  # defaults and escapes: never guessed
+        iam_eval.wildcard_match("a/${aws:PrincipalTag/ns, 'none'}", "a/none", context={})
+    same_tag = {"StringEquals": {"s3:ExistingObjectTag/ns": "${aws:PrincipalTag/ns}"}}
+    doc = {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*",
+                          "Condition": same_tag}]}  # fmt: skip
+    ctx = {"aws:PrincipalTag/ns": "x", "s3:ExistingObjectTag/ns": "x"}
+    assert iam_eval.decide(doc, "s3:GetObject", "arn:aws:s3:::b/k", ctx) == iam_eval.ALLOW
+    ctx["s3:ExistingObjectTag/ns"] = "y"
+    assert iam_eval.decide(doc, "s3:GetObject", "arn:aws:s3:::b/k", ctx) == iam_eval.IMPLICIT_DENY
+    assert iam_eval.decide(doc, "s3:GetObject", "arn:aws:s3:::b/k", {"s3:ExistingObjectTag/ns": "x"}) == (
+        iam_eval.IMPLICIT_DENY
+    )
