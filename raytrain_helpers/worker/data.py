@@ -30,8 +30,10 @@ Imports only the standard library here; Ray, pyarrow, numpy and transformers are
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import random
+import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -317,6 +319,10 @@ class ShardReader:
 
     ``iter_epoch(epoch)`` must give the same batches in the same order each time it is called for the same
     epoch (true for Ray Train shards with order preserved; a plain list in tests).
+
+    :meth:`prefetch` opens the epoch's iterator and fetches its first batch in a background thread, so that
+    Ray Data starts its executor (a coordinator actor, on a small machine a new Python process) while the
+    caller builds the model; :meth:`next` takes that iterator over, batches in the same order.
     """
 
     def __init__(self, iter_epoch, epoch: int = 0, batch: int = 0):
@@ -324,14 +330,47 @@ class ShardReader:
         self.epoch, self.batch = int(epoch), int(batch)
         self.skipped: list[str] = []
         self._it: Iterator | None = None
+        self._ahead: threading.Thread | None = None
+        self._opened: dict[str, Any] = {}
 
     def position(self) -> dict[str, int]:
         return {"epoch": self.epoch, "batch": self.batch}
 
+    def prefetch(self) -> ShardReader:
+        """Open the current epoch's iterator and fetch its first batch in a background thread (once); the reader."""
+        if self._ahead is not None or self._it is not None:
+            return self
+        epoch, opened = self.epoch, self._opened
+
+        def fetch() -> None:
+            try:
+                it = iter(self.iter_epoch(epoch))
+                opened.update(epoch=epoch, it=it, first=[next(it)])
+            except StopIteration:
+                opened.update(epoch=epoch, it=iter(()), first=[])
+            except BaseException as e:  # noqa: BLE001 - raised again by next(), in the training thread
+                opened.update(epoch=epoch, error=e)
+
+        self._ahead = threading.Thread(target=fetch, name="raytrain-first-batch", daemon=True)
+        self._ahead.start()
+        return self
+
+    def _open(self) -> Iterator:
+        """The iterator of the current epoch: the prefetched one when it was opened for this epoch."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.join()
+            opened, self._opened = self._opened, {}
+            if "error" in opened:
+                raise opened["error"]
+            if opened["epoch"] == self.epoch:
+                return itertools.chain(opened["first"], opened["it"])
+        return iter(self.iter_epoch(self.epoch))
+
     def next(self):
         for _ in range(2):  # at most one epoch boundary per call
             if self._it is None:
-                self._it = iter(self.iter_epoch(self.epoch))
+                self._it = self._open()
                 for _ in range(self.batch):  # consumed before the checkpoint we resumed from
                     self.skipped.append(digest(_ids(next(self._it))))
             try:

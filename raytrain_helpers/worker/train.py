@@ -75,9 +75,9 @@ def _random_batches(cfg: JobConfig, rank: int, vocab: int):
 
 
 def _readers(cfg: JobConfig, rank: int, world: int, vocab: int, eval_rows: Any = None):
-    """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``) and its share of the
-    driver's held-out rows, or, outside a Ray Train run with datasets (the torchrun benchmark), seeded random
-    tokens and no evaluation."""
+    """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``), its first batch on the
+    way (Ray Data starts while the model is built), and its share of the driver's held-out rows; or, outside a Ray
+    Train run with datasets (the torchrun benchmark), seeded random tokens and no evaluation."""
     import ray.train
 
     try:
@@ -90,7 +90,7 @@ def _readers(cfg: JobConfig, rank: int, world: int, vocab: int, eval_rows: Any =
         return data_mod.ShardReader(lambda epoch: _random_batches(cfg, rank, vocab)), []
     b = cfg.batch_size
     reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
-    return reader, _held_out_batches(cfg, rank, world, eval_rows)
+    return reader.prefetch(), _held_out_batches(cfg, rank, world, eval_rows)
 
 
 def _held_out_batches(cfg: JobConfig, rank: int, world: int, eval_rows: Any) -> list:
@@ -179,6 +179,7 @@ def _setup(cfg: JobConfig, eval_rows: Any = None) -> _Worker:
     def patch(m):  # before sharding: patches forwards
         kernels.apply(m, cfg.kernels, on_gpu=on_gpu)
 
+    reader, eval_batches = _readers(cfg, rank, world, int(cfg.model["vocab_size"]), eval_rows)  # before the model
     model_dir = None
     if cfg.model_id:  # pretrained: meta init, shard, rank 0 reads, broadcast
         model_dir = model_mod.resolve_model_dir(cfg.model_id)
@@ -187,7 +188,6 @@ def _setup(cfg: JobConfig, eval_rows: Any = None) -> _Worker:
         model = build_model(cfg, device)
         patch(model)
         shard_model(model, mixed_precision=mixed)
-    reader, eval_batches = _readers(cfg, rank, world, model.config.vocab_size, eval_rows)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, fused=on_gpu or None)
     return _Worker(
         rank=rank,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -11,8 +12,19 @@ from ...core.settings import Settings
 from ...core.tables import table
 from ...plan.memory import MemoryPlan, plan_for
 
+#: Device files of a GPU driver torch.cuda can use (NVIDIA, or AMD ROCm): none of them, no GPU to ask torch about.
+GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/kfd")
+
+
+def gpu_driver_present() -> bool:
+    """A GPU driver's device files exist on this machine: only then is importing torch to count GPUs worth it (the
+    import costs a 2-core machine about 2 s, at each job's submit from a fresh kernel)."""
+    return any(glob.glob(pattern) for pattern in GPU_DEVICE_FILES)
+
 
 def _visible_gpus() -> list[dict[str, Any]]:
+    if not gpu_driver_present():
+        return []
     try:
         import torch
     except ImportError:  # pragma: no cover

@@ -107,9 +107,52 @@ def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
     assert straight.position() == {"epoch": 1, "batch": 4}
 
 
+@pytest.mark.parametrize("stop_at", [0, 3, 6])
+def test_a_prefetched_reader_gives_the_same_batches_from_any_position(stop_at):
+    straight = data.ShardReader(_epochs(10, 2, 0))
+    seen = [data.digest(straight.next()) for _ in range(9)]
+    first = data.ShardReader(_epochs(10, 2, 0))
+    before = [data.digest(first.next()) for _ in range(stop_at)]
+    resumed = data.ShardReader(_epochs(10, 2, 0))
+    resumed.prefetch()  # opened at (0, 0), before the checkpoint's position is known (the training loop's order)
+    resumed.epoch, resumed.batch = first.position()["epoch"], first.position()["batch"]
+    assert before + [data.digest(resumed.next()) for _ in range(9 - stop_at)] == seen
+
+
+def test_prefetch_opens_the_shard_and_fetches_the_first_batch_before_next_is_called():
+    import threading
+
+    fetched = threading.Event()
+
+    def epoch_batches(epoch):
+        for b in _epochs(4, 1, 0)(epoch):
+            fetched.set()
+            yield b
+
+    reader = data.ShardReader(epoch_batches)
+    reader.prefetch()
+    assert fetched.wait(5), "prefetch() did not fetch the first batch in the background"
+    assert [int(reader.next()[0, 0]) for _ in range(5)] == [0, 1, 2, 3, 100_000]
+
+
+def test_an_error_of_the_prefetched_shard_is_raised_by_next():
+    def broken(epoch):
+        raise RuntimeError("the shard's coordinator died")
+        yield  # pragma: no cover
+
+    reader = data.ShardReader(broken)
+    reader.prefetch()
+    with pytest.raises(RuntimeError, match="coordinator died"):
+        reader.next()
+
+
 def test_an_empty_shard_is_an_error_not_a_hang():
     with pytest.raises(ValueError, match="shard is empty"):
         data.ShardReader(lambda epoch: []).next()
+    prefetched = data.ShardReader(lambda epoch: [])
+    prefetched.prefetch()
+    with pytest.raises(ValueError, match="shard is empty"):
+        prefetched.next()
 
 
 def test_a_model_with_its_own_tokenizer_is_packed_with_it(tmp_path):

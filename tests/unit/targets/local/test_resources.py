@@ -1,5 +1,7 @@
 """01 on the local target: this machine's resources against the cluster's shape."""
 
+import pytest
+
 from raytrain_helpers.core import config
 from raytrain_helpers.targets.local import resources
 
@@ -33,3 +35,32 @@ def test_the_cpu_and_worker_rows_check_what_they_show(repo_root, monkeypatch):
     fine = resources.local_resources(load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0))
     rows = {r[0]: r for r in fine.rows()}
     assert rows["CPU cores"][3] == "ok" and rows["training workers"][3] == "ok"
+
+
+class _TorchAsked(Exception):
+    pass
+
+
+class _Torch:
+    """A torch stand-in whose CUDA query raises: the test sees whether torch was asked at all."""
+
+    class cuda:  # noqa: N801 - torch's own name
+        @staticmethod
+        def is_available():
+            raise _TorchAsked
+
+        @staticmethod
+        def device_count():  # pragma: no cover - only after is_available
+            raise _TorchAsked
+
+
+def test_without_gpu_device_files_torch_is_not_asked_for_gpus(monkeypatch):
+    """No GPU driver's device files: no GPUs, without importing torch (seconds at each submit from a fresh kernel)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", _Torch)
+    monkeypatch.setattr(resources.glob, "glob", lambda pattern: [])
+    assert resources._visible_gpus() == []
+    monkeypatch.setattr(resources.glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
+    with pytest.raises(_TorchAsked):  # with a driver's device files, torch is asked
+        resources._visible_gpus()
