@@ -27,7 +27,7 @@ from ...clients import aws as aws_client
 from ...core.settings import Settings
 from ...core.validation import ConfigError
 from ...plan import iam
-from .storage_state import TAG_KEY, get_role, load_record
+from .storage_state import TAG_KEY, find_association, get_role, load_record
 from .workshop import ATTENDEE_LABEL
 
 #: The tag of an attendee's association: the same key as the hand-out's Namespace label.
@@ -83,21 +83,7 @@ def _permission_fix(action: str) -> str:
 
 def _found(settings: Settings, eks) -> dict[str, Any] | None:
     """The association of the attendee's namespace/ServiceAccount, described (with roleArn and tags), or None."""
-    k = settings.kubernetes
-    found = aws_client.pages(
-        eks,
-        "list_pod_identity_associations",
-        "associations",
-        clusterName=settings.aws.cluster_name,
-        namespace=k.namespace,
-        serviceAccount=k.service_account,
-    )
-    if not found:
-        return None
-    aid = found[0]["associationId"]
-    return eks.describe_pod_identity_association(clusterName=settings.aws.cluster_name, associationId=aid)[
-        "association"
-    ]
+    return find_association(eks, settings, guarded=False)
 
 
 def _ours(settings: Settings, assoc: dict[str, Any]) -> bool:

@@ -160,10 +160,11 @@ def get_role(iam_api, name: str) -> dict[str, Any] | None:
     return role
 
 
-def find_association(eks, settings: Settings) -> dict[str, Any] | None:
-    """The Pod Identity association of the namespace/service account (described: with its roleArn), or None."""
+def find_association(eks, settings: Settings, *, guarded: bool = True) -> dict[str, Any] | None:
+    """The Pod Identity association of the namespace/service account (described: with its roleArn), or None;
+    ``guarded=False``: botocore's errors propagate as they are (:func:`..clients.aws.pages`)."""
     k = settings.kubernetes
-    found = aws_client.paginate(
+    found = (aws_client.paginate if guarded else aws_client.pages)(
         eks,
         "list_pod_identity_associations",
         "associations",
