@@ -47,6 +47,8 @@ def cost_note(settings: Settings, minutes: float, *, creates: bool = True) -> Sh
 #: (a figure one digit longer must not move a line break: nbval compares the lines).
 CRITERIA_WIDTHS = (6, 30, 62)
 STATUS_COLOURS = {PASS: "#1a7f37", FAIL: "#cf222e", NA: "#6a737d"}
+#: The HTML class of :func:`criteria_view`'s table in a notebook page (what a browser test looks for).
+CRITERIA_CLASS = "raytrain-criteria"
 
 
 def criteria_view(verification: Any, *, interactive: bool | None = None) -> Shown:
@@ -66,7 +68,7 @@ def criteria_view(verification: Any, *, interactive: bool | None = None) -> Show
         for s, n, e in rows
     )
     page = (
-        f"<div><b>{html.escape(crit.title)}</b>"
+        f'<div class="{CRITERIA_CLASS}"><b>{html.escape(crit.title)}</b>'
         f'<table style="table-layout:fixed;width:100%;max-width:{MAX_WIDTH}ch;font-size:12px">'
         '<colgroup><col style="width:8%"><col style="width:34%"><col style="width:58%"></colgroup>'
         "<thead><tr><th style='text-align:left'>result</th><th style='text-align:left'>criterion</th>"

@@ -12,7 +12,9 @@ import pytest
 
 from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
+from raytrain_helpers.present.reports import CRITERIA_CLASS
 from raytrain_helpers.steps import train, verify
+from raytrain_helpers.steps.completions import COMPLETIONS
 from raytrain_helpers.targets import local
 from raytrain_helpers.worker.train import restore_check
 from tests.conftest import TEST_LOCAL
@@ -103,6 +105,15 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
     rows = {c.name: c.status for c in v.criteria.items}
     assert rows["checkpoint restorable"] == "PASS"
     assert rows["workers spread over >= 2 worker nodes, none on the head"] == "PASS"
+
+    if learner is not None:  # 06 as a learner sees it: the criteria table in the page, its rows and results
+        page = learner.run("06_verify", dict(params, steps=5), CRITERIA_CLASS, tmp_path)
+        assert page.rendered == 1, "06's criteria table is not in the page"
+        for name in ("checkpoint restorable", "workers spread over >= 2 worker nodes", COMPLETIONS):
+            assert name in page.widget_text, (name, page.widget_text[:800])
+        assert "PASS" in page.widget_text and "FAIL" in page.widget_text
+        # 5 steps do not teach the task: the completion row fails, and only the last cell says so, as in a headless run
+        assert len(page.errors) == 1 and COMPLETIONS in page.errors[0], page.errors
 
     marker = second.config["marker"]
     hits = [
