@@ -39,24 +39,24 @@ TARGET = 0.03
 
 
 def probe_runs(args, batch: int, out: Path) -> dict:
-    """The yardstick as published and with initialised norms, then the job's loop under torchrun."""
+    """The yardstick as published and with initialised norms, then the job's loop under torchrun; the record is
+    rewritten after each."""
     ns = SimpleNamespace(out=str(out), probe=args.probe, batch=batch, steps=args.steps, prof_at=0)
     step_trace.job_config(out, batch, args.steps)
-    runs = {}
-    runs["yardstick"] = step_trace.launch(ns, "yardstick", "")
-    record(args, batch, runs)
-    runs["yardstick-norms_ones"] = step_trace.launch(ns, "yardstick", "norms_ones")
-    record(args, batch, runs)
+    planned = [("yardstick", "yardstick", "", {}), ("yardstick-norms_ones", "yardstick", "norms_ones", {})]
     if "torchrun" not in args.skip:
-        runs["torchrun"] = step_trace.launch(ns, "job", "")
+        planned.append(("torchrun", "job", "", {}))
         if args.old_tree:
-            runs["torchrun-old-tree"] = step_trace.launch(ns, "job", "", pythonpath_first=args.old_tree, label="old")
-    for r in runs.values():
+            planned.append(("torchrun-old-tree", "job", "", dict(pythonpath_first=args.old_tree, label="old")))
+    runs: dict = {}
+    for name, which, variant, extra in planned:
+        r = runs[name] = step_trace.launch(ns, which, variant, **extra)
         summary = out / f"{r['label']}.sum.json"
         if summary.exists():
             s = json.loads(summary.read_text())
             r["losses"] = s.get("losses")
             r["job_tokens_per_s"] = s["ranks"][0]["tokens_per_s"] if s.get("ranks") else None
+        record(args, batch, runs)
     return runs
 
 
