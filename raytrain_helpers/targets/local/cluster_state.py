@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...clients.rayjobs import auth_headers
+from ...clients.raystate import list_nodes
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
 from ...core.tables import table
@@ -151,18 +151,6 @@ def _port_open(port: int, host: str = LOOPBACK) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
-
-
-def _http_json(url: str, timeout: float = 5.0) -> Any:
-    req = urllib.request.Request(url, headers=auth_headers())
-    with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - loopback only
-        return json.loads(r.read().decode())
-
-
-def list_nodes(dashboard_url: str) -> list[dict[str, Any]]:
-    """Alive and dead nodes from the state API (GET /api/v0/nodes)."""
-    data = _http_json(f"{dashboard_url}/api/v0/nodes?limit=1000&detail=1")
-    return data["data"]["result"]["result"]
 
 
 def read_state(settings: Settings) -> dict[str, Any] | None:

@@ -17,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ...clients.raystate import list_nodes
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
 from . import procs
-from .cluster_state import LocalClusterError, list_nodes, state_path, temp_root
+from .cluster_state import LocalClusterError, state_path, temp_root
 from .stopping import stop_gcs_last
 
 #: What `ray start` says when its fixed 30 s wait for the raylet to register runs out (the raylet keeps running).
