@@ -9,18 +9,26 @@ gloo's all-reduce is measured all the same and the transport is reported as not 
 
 Submitted like the training job (``runtime_env.working_dir`` and ``env_vars``, the Jobs API address the target's
 ``job_server`` yields), under a run of its own (``<run_name>-transport``), so that 05's submit never attaches to it.
+A passing verdict is kept (``runs/transport-verdict.json``, one for every run: it is the cluster's) with what it
+depends on: the cluster's alive nodes (Ray's state API: a new cluster, a replaced pod or raylet has new node ids),
+the ranks' environment and the check's sizes. 05 run again on the same nodes with the same settings, under any run
+name, shows that verdict instead of measuring it again; ``again=True``
+measures anyway; a failed check is never kept, and it removes the verdict kept before it.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from .. import nccl
-from ..clients import rayjobs
-from ..core.paths import run_dir
+from ..clients import rayjobs, raystate
+from ..core.paths import run_dir, runs_dir
 from ..core.settings import Settings
 from ..core.tables import table
 from ..targets import for_settings
@@ -59,6 +67,8 @@ class TransportCheck:
     result: dict[str, Any] = field(default_factory=dict)
     audit: Any = None
     submission_id: str = ""
+    measured_at: str = ""  # UTC, when the check job ran
+    reused: bool = False  # the verdict of an earlier check on the same nodes with the same settings
 
     @property
     def busbw_gbs(self) -> float | None:
@@ -66,6 +76,11 @@ class TransportCheck:
 
     def show(self) -> None:
         print(f"transport check: {'PASS' if self.ok else 'FAIL'} ({self.verdict}) - {self.message}")
+        if self.reused:
+            print(
+                f"(measured by {self.submission_id} at {self.measured_at} on these same nodes with the same settings; "
+                "`rt.steps.transport.run(cfg, again=True)` measures again)"
+            )
         r = self.result
         if r.get("world"):
             table(
@@ -175,31 +190,85 @@ def run(
     iters: int | None = None,
     timeout_s: float = 300,
     extra_env: dict[str, str] | None = None,
+    again: bool = False,
 ) -> TransportCheck:
-    """Submit the check job, follow it (quietly: its log goes to ``runs/<run>-transport/job.log``), judge it.
+    """Submit the check job, follow it (quietly: its log goes to ``runs/<run>-transport/job.log``), judge it; or,
+    for the default check (no sizes, no ``extra_env``) unless ``again``, the kept passing verdict of the same
+    nodes and settings (:func:`kept`).
 
     ``extra_env``: more variables for the ranks (e.g. ``NCCL_P2P_DISABLE=1`` to see the check catch sockets)."""
     target = for_settings(settings)
     cfg = job_config(settings, size_bytes=size_bytes, iters=iters)
+    default = size_bytes is None and iters is None and not extra_env
+    with target.job_server(settings) as url, rayjobs.quiet_client_logs():
+        key = depends_on(settings, cfg, url) if default else None
+        earlier = kept(settings, key) if key and not again else None
+        if earlier is not None:
+            return earlier
+        check = _measure(settings, cfg, url, timeout_s, extra_env)
+    if key and check.ok:
+        keep(settings, key, check)
+    elif key:  # a failure is never hidden behind an earlier pass
+        _kept_path(settings).unlink(missing_ok=True)
+    return check
+
+
+def _measure(settings: Settings, cfg: CheckConfig, url: str, timeout_s: float, extra_env) -> TransportCheck:
+    target = for_settings(settings)
     src = stage_working_dir(settings, cfg)
     sid = f"raytrain-{cfg.run_name}-{cfg.marker}"
     python = shlex.quote(target.job_defaults(settings).python)
-    with target.job_server(settings) as url, rayjobs.quiet_client_logs():
-        client = rayjobs.client(url)
-        client.submit_job(
-            entrypoint=f"{python} -m {CHECK_MODULE} --config job_config.json",
-            submission_id=sid,
-            runtime_env={"working_dir": str(src), "env_vars": worker_env(settings, extra_env)},
-            metadata={rayjobs.RUN_KEY: cfg.run_name, "raytrain_marker": cfg.marker},
-        )
-        job = rayjobs.follow(
-            client, sid, timeout_s=timeout_s, quiet=True, log_path=run_dir(settings, cfg.run_name) / "job.log"
-        )
+    client = rayjobs.client(url)
+    client.submit_job(
+        entrypoint=f"{python} -m {CHECK_MODULE} --config job_config.json",
+        submission_id=sid,
+        runtime_env={"working_dir": str(src), "env_vars": worker_env(settings, extra_env)},
+        metadata={rayjobs.RUN_KEY: cfg.run_name, "raytrain_marker": cfg.marker},
+    )
+    job = rayjobs.follow(
+        client, sid, timeout_s=timeout_s, quiet=True, log_path=run_dir(settings, cfg.run_name) / "job.log"
+    )
     result = job.result or dict(ok=False, error=f"the check job ended {job.status} without a result (see its log)")
     gpus = 1 if result.get("use_gpu") else 0
     check = judge(result, target.expected_transport(settings, gpus), {**settings.nccl.env, **(extra_env or {})})
     check.submission_id = sid
+    check.measured_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     return check
+
+
+def depends_on(settings: Settings, cfg: CheckConfig, url: str) -> dict[str, Any] | None:
+    """What a verdict holds for: the alive nodes, the ranks' environment, the check's sizes and GPU decision; None
+    when the state API does not answer (then the check is measured)."""
+    try:
+        nodes = raystate.alive_node_ids(url)
+    except (OSError, KeyError, ValueError):  # URLError is an OSError
+        return None
+    sizes = dict(use_gpu=cfg.use_gpu, size_bytes=cfg.size_bytes, iters=cfg.iters, warmup=cfg.warmup)
+    return dict(nodes=nodes, env=worker_env(settings), check=sizes)
+
+
+def _kept_path(settings: Settings) -> Path:
+    return runs_dir(settings) / "transport-verdict.json"
+
+
+def kept(settings: Settings, key: dict[str, Any]) -> TransportCheck | None:
+    """The kept passing verdict for exactly ``key`` (:func:`depends_on`), marked ``reused``; else None."""
+    try:
+        rec = json.loads(_kept_path(settings).read_text())
+        if rec["depends_on"] != key:
+            return None
+        return TransportCheck(**rec["check"], reused=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def keep(settings: Settings, key: dict[str, Any], check: TransportCheck) -> None:
+    """Keep a verdict with what it depends on (its result without the NCCL logs, which 06 reads from the job)."""
+    rec = {f.name: getattr(check, f.name) for f in fields(check) if f.name not in ("audit", "reused")}
+    rec["result"] = {k: v for k, v in check.result.items() if k != "logs"}
+    path = _kept_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(depends_on=key, check=rec), indent=1, default=str))
 
 
 __all__ = [
@@ -210,7 +279,10 @@ __all__ = [
     "bus_bandwidth",
     "fix_for",
     "job_config",
+    "depends_on",
     "judge",
+    "keep",
+    "kept",
     "pair_transport",
     "run",
 ]

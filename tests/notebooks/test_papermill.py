@@ -79,6 +79,7 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
 
     text = _run("05_train", tmp_path / "05b.ipynb", dict(params, steps=5))
     assert "steps 3->5 of 5" in text and "resumed from step 3" in text
+    assert "on these same nodes with the same settings" in text, "05 again checked the transport anew"
     second = train.load_last(s)
     assert second.metrics["resumed_from"] == 3 and len(second.metrics["losses"]) == 2
     assert "[train] resumed from checkpoint at step 3" in second.logs
