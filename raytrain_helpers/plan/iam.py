@@ -2,7 +2,7 @@
 the storage role's name, its trust and permission policies (rendered from ``manifests/iam-*.json.j2``), the
 ServiceAccount that carries it, and a least-privilege check of any policy document.
 
-Pure: nothing here talks to AWS or Kubernetes; ``targets.aws.storage`` creates what is computed here.
+Pure: nothing here talks to AWS or Kubernetes; ``targets.aws.storage.bucket`` creates what is computed here.
 """
 
 from __future__ import annotations

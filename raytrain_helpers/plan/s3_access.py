@@ -118,7 +118,7 @@ def authorizations(req: S3Request) -> list[Authorization]:
 
 #: pyarrow 26.0.1's requests (method, key, query, status) for Ray Train 2.58's StorageContext on
 #: ``s3://BUCKET/{p}`` with the run ``run`` (validation file, one checkpoint persisted with two files, the run
-#: listed, the checkpoint deleted) and for the in-pod check (:mod:`raytrain_helpers.targets.aws.storage_check`,
+#: listed, the checkpoint deleted) and for the in-pod check (:mod:`raytrain_helpers.targets.aws.storage.check`,
 #: folder ``check``), recorded against moto's S3 server: each distinct request once, sorted. The run prefix is
 #: written ``{p}``, each folder above it ``{parent}/`` (pyarrow's ``create_dir`` writes a marker object for every
 #: level of the path), upload ids ``ID``; a DeleteObjects' keys follow ``|``.

@@ -9,7 +9,8 @@
   the stand-in relays the head pod's 8265 to a REAL local Ray cluster (the session's shared one), so
   the job (tiny preset, 2 steps) really trains, on CPU with gloo.
 * 06 verifies: infrastructure rows from the stand-in (allocatable, ``fi_info -p efa`` by exec), the job's
-  record, and the NCCL audit of worker logs read from the worker pods by exec (``targets.aws.logs.collect_pod_logs``).
+  record, and the NCCL audit of worker logs read from the worker pods by exec
+  (``targets.aws.jobs.logs.collect_pod_logs``).
   A CPU job writes no NCCL lines, so the pods serve the synthetic 2 x 4 EFA logs under this run's marker.
 * 08 deletes everything in reverse order, each step verified by listing (stand-in objects, moto resources).
 
@@ -36,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import display  # noqa: E402
-from raytrain_helpers.targets.aws import efa_tools  # noqa: E402
+from raytrain_helpers.targets.aws.jobs import efa_tools  # noqa: E402
 from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402

@@ -53,7 +53,7 @@ def test_nothing_says_seed_for_the_source_article():
 
 
 def test_the_row_names_what_fi_info_checks():
-    from raytrain_helpers.targets.aws import kuberay
+    from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 
     assert "RDM endpoint" in kuberay.INFRA_FI and "RDMA" not in kuberay.INFRA_FI
 

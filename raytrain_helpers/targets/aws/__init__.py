@@ -10,10 +10,9 @@ role); nothing takes or prints a key.
 from __future__ import annotations
 
 from .gate import capacity
-from .identity import infra_criteria
-from .jobs import benchmark_variants, expected_transport, job_defaults, where
-from .kuberay import job_server
-from .logs import worker_logs
+from .jobs.defaults import benchmark_variants, expected_transport, job_defaults, where
+from .jobs.logs import worker_logs
+from .kuberay.raycluster import job_server
 from .parts import (
     NODEGROUP_ONLY_DOWN,
     STANDS_IN_FOR,
@@ -26,9 +25,10 @@ from .parts import (
     worker_node_count,
 )
 from .preflight import preflight
-from .shared import cluster, devices, raycluster, teardown
-from .storage_share import attendee_storage
-from .workshop import attendee_state, remove_namespace
+from .storage.identity import infra_criteria
+from .workshop.attendee import cluster, devices, raycluster, teardown
+from .workshop.facilitator import attendee_state, remove_namespace
+from .workshop.storage import attendee_storage
 
 NAME = "aws"
 

@@ -20,10 +20,12 @@ from ...core.config import Settings
 from ...core.constants import DASHBOARD_PORT, LOOPBACK
 from ...plan import manifests, plugins, raycluster
 from ..job_commands import Commands, benchmark_commands, quote, train_commands
-from . import efa_tools, equivalents, kuberay
-from .capacity_blocks import BLOCK_HOURS
-from .jobs import benchmark_variants
-from .quotas import QUOTA_CLASSES, quota_class
+from . import equivalents
+from .jobs import efa_tools
+from .jobs.defaults import benchmark_variants
+from .kuberay import raycluster as kuberay
+from .placement.blocks import BLOCK_HOURS
+from .placement.quotas import QUOTA_CLASSES, quota_class
 
 #: How long 04 waits for the RayCluster (its ``timeout_s``): the first pull of the multi-GB image is most of it.
 READY_TIMEOUT_S = int(inspect.signature(kuberay.raycluster).parameters["timeout_s"].default)
@@ -90,7 +92,7 @@ def storage_check_commands(settings: Settings) -> Commands:
         (
             "the job's storage code in it (STORAGE_URI: the run's s3:// URI)",
             f"kubectl exec -n {k.namespace} {pod} -- python3 -c "
-            f'"$(cat raytrain_helpers/targets/aws/storage_check.py)" STORAGE_URI .raytrain-access-check/manual',
+            f'"$(cat raytrain_helpers/targets/aws/storage/check.py)" STORAGE_URI .raytrain-access-check/manual',
         ),
         ("the pod deleted, whatever the check said", f"kubectl delete pod -n {k.namespace} {pod}"),
     ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...core.settings import Settings
 from ...plan import iam
 from ...plan.manifests import PLACEHOLDERS, aws_storage_settings
-from . import storage
+from .storage import bucket as storage
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.settings import Settings
-from . import capacity_blocks, eks
+from . import eks
+from .placement import blocks as capacity_blocks
 from .preflight import require
 
 

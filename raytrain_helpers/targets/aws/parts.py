@@ -9,7 +9,10 @@ from typing import Any
 from ...core.config import Settings
 from ...plan.memory import MemoryPlan, aws_plan
 from ..base import OPERATOR_ACTION, PART_ACTIONS, StepResult, check_action
-from . import commands, kuberay, plugins, shared
+from . import commands
+from .kuberay import raycluster as kuberay
+from .plugins import install as plugins
+from .workshop import attendee as shared
 
 #: The notebooks show this target's own commands: it stands in for no other.
 STANDS_IN_FOR = None

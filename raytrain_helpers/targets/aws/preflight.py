@@ -41,8 +41,8 @@ from ...clients import aws as aws_client
 from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
 from ..base import PreflightResult, Requirement
-from .quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
-from .region_scan import InstanceFacts, instance_facts
+from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
+from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
 AWS_CLI_V1_MIN = "1.27.160"

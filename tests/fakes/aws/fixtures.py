@@ -89,7 +89,7 @@ def moto_srv():
 @pytest.fixture
 def srv(moto_srv, monkeypatch):
     """A fresh account on the module's server for each test; fast polling."""
-    eks_state = importlib.import_module("raytrain_helpers.targets.aws.eks_state")
+    eks_state = importlib.import_module("raytrain_helpers.targets.aws.eks.state")
     moto_srv.reset()
     moto_ext.seed_defaults()
     monkeypatch.setattr(eks_state, "POLL_S", 0.5)

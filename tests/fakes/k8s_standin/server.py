@@ -1,7 +1,7 @@
 """A local stand-in for the Kubernetes API of the tutorial's EKS cluster.
 
 A threaded HTTP server on 127.0.0.1 that speaks enough of the Kubernetes REST API for the tutorial's
-client code (``raytrain_helpers.clients.kubernetes`` and ``targets.aws.plugins``/``kuberay``) to run unchanged
+client code (``raytrain_helpers.clients.kubernetes`` and ``targets.aws.plugins.install``/``kuberay``) to run unchanged
 against it:
 
 * ``GET`` nodes, pods, namespaces, DaemonSets, Deployments, RBAC objects, CRDs and the ray.io custom

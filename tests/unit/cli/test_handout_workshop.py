@@ -149,7 +149,7 @@ def test_handout_storage_associates_each_attendee_namespace_and_teardown_removes
     import boto3
 
     from raytrain_helpers.clients.aws import Identity
-    from raytrain_helpers.targets.aws import storage
+    from raytrain_helpers.targets.aws.storage import bucket as storage
     from tests.fakes.aws import moto_ext
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")

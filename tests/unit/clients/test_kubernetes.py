@@ -13,7 +13,7 @@ import pytest
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
 from raytrain_helpers.plan.kube_objects import name_of
-from raytrain_helpers.targets.aws import kuberay
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[3]

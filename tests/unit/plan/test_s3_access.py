@@ -4,7 +4,7 @@ Recorded live, in each run: moto's S3 server (tests/fakes/aws/s3_recorder.py not
 serves pyarrow 26 driven by Ray Train 2.58's own storage code - ``StorageContext`` (``FileSystem.from_uri`` of
 ``s3://BUCKET/PREFIX``, ``create_dir``, the ``.validate_storage_marker`` write, ``get_file_info``), a checkpoint
 persisted with ``persist_current_checkpoint``, the run listed (``_list_at_fs_path``) and the checkpoint deleted
-(``delete_fs_path``) - and then the in-pod check (targets/aws/storage_check.py) run as a subprocess with
+(``delete_fs_path``) - and then the in-pod check (targets/aws/storage/check.py) run as a subprocess with
 ``AWS_ENDPOINT_URL_S3`` pointing at the server. The distinct requests must be exactly
 ``plan.s3_access.STORAGE_REQUESTS`` (the table the product checks policies with; when pyarrow or Ray change
 what they send, this test fails and prints the new table: ``python -m tests.unit.plan.test_s3_access``).
@@ -33,7 +33,7 @@ import pytest
 
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import iam, iam_eval, s3_access
-from raytrain_helpers.targets.aws import storage_check
+from raytrain_helpers.targets.aws.storage import check as storage_check
 
 REPO = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"

@@ -1,4 +1,4 @@
-"""Capacity Blocks for ML (raytrain_helpers.targets.aws.capacity_blocks): the offerings 01 lists, the window of a
+"""Capacity Blocks for ML (raytrain_helpers.targets.aws.placement.blocks): the offerings 01 lists, the window of a
 reservation, and a block's reservation at `cluster plan|up`.
 
 moto 5.2.1 implements neither ``DescribeCapacityBlockOfferings`` nor Capacity Block reservations, so these tests
@@ -19,7 +19,8 @@ from botocore.stub import Stubber
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
-from raytrain_helpers.targets.aws import capacity_blocks, eks  # noqa: E402
+from raytrain_helpers.targets.aws import eks  # noqa: E402
+from raytrain_helpers.targets.aws.placement import blocks as capacity_blocks  # noqa: E402
 from tests.fakes.aws import moto_blocks  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 

@@ -15,8 +15,11 @@ from botocore import xform_name
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.plan import plugins as plan_plugins  # noqa: E402
-from raytrain_helpers.targets.aws import commands, device_owners, efa_tools, equivalents, kuberay  # noqa: E402
-from raytrain_helpers.targets.aws.capacity_blocks import BLOCK_HOURS  # noqa: E402
+from raytrain_helpers.targets.aws import commands, equivalents  # noqa: E402
+from raytrain_helpers.targets.aws.jobs import efa_tools  # noqa: E402
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
+from raytrain_helpers.targets.aws.placement.blocks import BLOCK_HOURS  # noqa: E402
+from raytrain_helpers.targets.aws.plugins import owners as device_owners  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import os
 import stat
 import subprocess
 
-from raytrain_helpers.targets.aws import efa_tools
+from raytrain_helpers.targets.aws.jobs import efa_tools
 
 EFA_OUT = "provider: efa\n    fabric: efa\n    domain: rdmap0s0-rdm\n    type: FI_EP_RDM\n"
 

@@ -27,7 +27,8 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from raytrain_helpers.clients.aws import AwsError  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
-from raytrain_helpers.targets.aws import common, eks_state  # noqa: E402
+from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws.eks import state as eks_state  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import StandIn  # noqa: E402

@@ -1,5 +1,5 @@
 """Step 02's order on aws: cluster + system node group -> storage -> the storage check from a one-off pod -> only
-then the GPU node group (raytrain_helpers.targets.aws.eks_up / storage_gate).
+then the GPU node group (raytrain_helpers.targets.aws.eks.up / storage_gate).
 
 AWS is the moto server with the fake eksctl (as in test_eks.py); the cluster's Kubernetes API is the stand-in
 (tests/fakes/k8s_standin): the fake eksctl writes a kubeconfig pointing at it (FAKE_EKSCTL_API_KUBECONFIG), as
@@ -22,7 +22,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
-from raytrain_helpers.targets.aws import device_owners, identity, storage_gate  # noqa: E402
+from raytrain_helpers.targets.aws.plugins import owners as device_owners  # noqa: E402
+from raytrain_helpers.targets.aws.storage import gate as storage_gate
+from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from tests.fakes.k8s_standin import StandIn  # noqa: E402
 from tests.unit.targets.aws.test_eks import R, ops, placed  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The aws glue between the steps: the worker pods' logs (steps.verify.worker_logs -> targets.aws.logs ->
+"""The aws glue between the steps: the worker pods' logs (steps.verify.worker_logs -> targets.aws.jobs.logs ->
 clients.kubernetes.exec_in_pod, against the stand-in), and 08's full teardown (targets.aws.teardown: RayCluster,
 operator, plugins, node group, cluster) against the stand-in and a moto server with the fake eksctl. 06's
 infrastructure rows and the fail-fast of hopeless waits are in test_kuberay.py and test_plugins.py beside this."""
@@ -22,8 +22,10 @@ from raytrain_helpers.clients import kubernetes  # noqa: E402
 from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
-from raytrain_helpers.targets.aws import common, eks_teardown, kuberay  # noqa: E402
-from raytrain_helpers.targets.aws.logs import LIST_SCRIPT  # noqa: E402
+from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws.eks import down as eks_teardown  # noqa: E402
+from raytrain_helpers.targets.aws.jobs.logs import LIST_SCRIPT  # noqa: E402
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 from tests.helpers import job_cfg  # noqa: E402

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from raytrain_helpers.core.config import ConfigError, load, with_overrides
-from raytrain_helpers.targets.aws import jobs, storage
+from raytrain_helpers.targets.aws.jobs import defaults as jobs
+from raytrain_helpers.targets.aws.storage import bucket as storage
 
 
 @pytest.fixture

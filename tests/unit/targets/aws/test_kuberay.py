@@ -1,5 +1,5 @@
-"""targets.aws.kuberay: the RayCluster step, status, job server and teardown, against the Kubernetes API stand-in
-(06's infrastructure rows: test_kuberay_rows.py).
+"""targets.aws.kuberay.raycluster: the RayCluster step, status, job server and teardown, against the Kubernetes API
+stand-in (06's infrastructure rows: test_kuberay_rows.py).
 
 The stand-in serves the real REST paths, server-side apply and the exec/portforward websockets, so the
 client code runs unchanged. What only the stand-in (not a real EKS) proves: the KubeRay operator's
@@ -22,7 +22,8 @@ import pytest
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import raycluster as plan
-from raytrain_helpers.targets.aws import kuberay, kuberay_operator
+from raytrain_helpers.targets.aws.kuberay import operator as kuberay_operator
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[4]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raytrain_helpers import nccl
-from raytrain_helpers.targets.aws.logs import LIST_SCRIPT, collect_pod_logs
+from raytrain_helpers.targets.aws.jobs.logs import LIST_SCRIPT, collect_pod_logs
 from tests.unit.nccl import fixtures
 from tests.unit.nccl.fixtures import split_by_process
 

@@ -11,7 +11,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.targets import aws  # noqa: E402
-from raytrain_helpers.targets.aws import identity, kuberay, parts, plugins, shared  # noqa: E402
+from raytrain_helpers.targets.aws import parts  # noqa: E402
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
+from raytrain_helpers.targets.aws.plugins import install as plugins  # noqa: E402
+from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
+from raytrain_helpers.targets.aws.workshop import attendee as shared  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
 
@@ -22,8 +26,13 @@ def calls(monkeypatch):
     def record(name):
         return lambda settings, **kw: seen.append((name, kw)) or name
 
-    for module, name in [(plugins, "devices"), (plugins, "status"), (plugins, "teardown"), (kuberay, "status")]:
-        monkeypatch.setattr(module, name, record(f"{module.__name__.rsplit('.', 1)[1]}.{name}"))
+    for module, label, name in [
+        (plugins, "plugins", "devices"),
+        (plugins, "plugins", "status"),
+        (plugins, "plugins", "teardown"),
+        (kuberay, "kuberay", "status"),
+    ]:
+        monkeypatch.setattr(module, name, record(f"{label}.{name}"))
     monkeypatch.setattr(kuberay, "teardown", record("kuberay.teardown"))
     monkeypatch.setattr(identity, "raycluster", record("identity.raycluster"))
     monkeypatch.setattr(shared, "operator", record("shared.operator"))

@@ -1,4 +1,4 @@
-"""Step 01 on the aws target (raytrain_helpers.targets.aws.placement), against moto.
+"""Step 01 on the aws target (raytrain_helpers.targets.aws.placement.capacity), against moto.
 
 moto 5.2.1 provides: EC2 instance type offerings per AZ, instance types (with GPU and EFA facts), AZs,
 regions, instances, VPCs/subnets/route tables, EKS, STS. It lacks EC2 Service Quotas, Spot placement
@@ -28,9 +28,9 @@ from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 
 #: The module (the package's ``capacity`` is the function of the same name).
-aws_capacity = importlib.import_module("raytrain_helpers.targets.aws.placement")
+aws_capacity = importlib.import_module("raytrain_helpers.targets.aws.placement.capacity")
 #: Where the probe's test seam ``probe_hook`` lives (``probe_az`` reads it there).
-capacity_probe = importlib.import_module("raytrain_helpers.targets.aws.capacity_probe")
+capacity_probe = importlib.import_module("raytrain_helpers.targets.aws.placement.probe")
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from tests.fakes.aws import iam_faults, moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
-placement = importlib.import_module("raytrain_helpers.targets.aws.placement")
+placement = importlib.import_module("raytrain_helpers.targets.aws.placement.capacity")
 
 pytestmark = pytest.mark.timeout(120)
 

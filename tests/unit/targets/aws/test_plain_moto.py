@@ -25,7 +25,7 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
 
-placement = importlib.import_module("raytrain_helpers.targets.aws.placement")
+placement = importlib.import_module("raytrain_helpers.targets.aws.placement.capacity")
 
 pytestmark = pytest.mark.timeout(120)
 R = "us-west-2"

@@ -1,5 +1,6 @@
-"""targets.aws.plugins with eksctl's own EFA device plugin present (what `efaEnabled: true` leaves in every cluster):
-exactly one EFA plugin per GPU node, which one and why, and a teardown that removes only the tutorial's plugins.
+"""targets.aws.plugins.install with eksctl's own EFA device plugin present (what `efaEnabled: true` leaves in every
+cluster): exactly one EFA plugin per GPU node, which one and why, and a teardown that
+removes only the tutorial's plugins.
 Against the Kubernetes API stand-in, whose GPU nodes here carry no taints (as the tutorial's GPU node group is
 rendered), so eksctl's DaemonSet - it tolerates only aws.amazon.com/efa - runs on them as it does on EKS."""
 
@@ -12,7 +13,7 @@ import pytest
 
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
-from raytrain_helpers.targets.aws import plugins
+from raytrain_helpers.targets.aws.plugins import install as plugins
 from tests.fakes.k8s_standin import standin
 from tests.fakes.k8s_standin.server import eksctl_efa_daemonset
 from tests.unit.targets.aws.test_plugins import fake_helm, helm_calls

@@ -1,4 +1,4 @@
-"""targets.aws.plugins: the device-plugin step, status and teardown against the Kubernetes API stand-in."""
+"""targets.aws.plugins.install: the device-plugin step, status and teardown against the Kubernetes API stand-in."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from raytrain_helpers.core import config
-from raytrain_helpers.targets.aws import plugins
+from raytrain_helpers.targets.aws.plugins import install as plugins
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[4]

@@ -1,4 +1,4 @@
-"""The EC2 vCPU quota classes and their Service Quotas codes (raytrain_helpers.targets.aws.quotas)."""
+"""The EC2 vCPU quota classes and their Service Quotas codes (raytrain_helpers.targets.aws.placement.quotas)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
-from raytrain_helpers.targets.aws import quotas  # noqa: E402
+from raytrain_helpers.targets.aws.placement import quotas  # noqa: E402
 
 
 def test_quota_classes():

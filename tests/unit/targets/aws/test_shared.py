@@ -11,7 +11,9 @@ from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.core import config
 from raytrain_helpers.plan.raycluster import render_namespace, render_raycluster
 from raytrain_helpers.targets import for_settings
-from raytrain_helpers.targets.aws import eks, kuberay, shared
+from raytrain_helpers.targets.aws import eks
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
+from raytrain_helpers.targets.aws.workshop import attendee as shared
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[4]

@@ -1,5 +1,5 @@
-"""targets.aws.storage and targets.aws.identity: the checkpoint bucket, the storage role and its binding to the
-pods' ServiceAccount (step 02), the in-pod access check (04), 06's checkpoint row and the teardown (08).
+"""targets.aws.storage.bucket and targets.aws.storage.identity: the checkpoint bucket, the storage role and its
+binding to the pods' ServiceAccount (step 02), the in-pod access check (04), 06's checkpoint row and the teardown (08).
 
 S3, IAM and EKS run in moto (in-process ``mock_aws``; EKS add-ons and Pod Identity associations come from
 tests/fakes/aws/moto_ext.py, which moto 5.2.1 lacks); the association calls' parameters are also checked with
@@ -23,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from raytrain_helpers.clients.aws import Identity  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.plan import iam  # noqa: E402
-from raytrain_helpers.targets.aws import common, identity, storage  # noqa: E402
+from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws.storage import bucket as storage
+from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 from tests.fakes.k8s_standin import standin  # noqa: E402
@@ -293,7 +295,7 @@ FAST = dict(timeout_s=5, poll_s=0.05, log=lambda *a: None)
 @pytest.fixture
 def cluster_with_storage(srv, tmp_path, monkeypatch):
     """02's storage on the moto server, and a ready RayCluster in the stand-in."""
-    from raytrain_helpers.targets.aws import kuberay
+    from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 
     monkeypatch.setenv("PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":") if "helm" not in p))
     s = make_settings(tmp_path)

@@ -1,4 +1,4 @@
-"""targets.aws.storage_share: a workshop's checkpoint storage, one EKS Pod Identity association per attendee
+"""targets.aws.workshop.storage: a workshop's checkpoint storage, one EKS Pod Identity association per attendee
 namespace for the facilitator's storage role (``handout storage``), its status and its teardown.
 
 S3 and IAM run in moto (``mock_aws``); moto 5.2.1 has no EKS Pod Identity API, so the associations come from
@@ -22,7 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from raytrain_helpers.clients.aws import Identity  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.plan import iam  # noqa: E402
-from raytrain_helpers.targets.aws import common, storage, storage_share  # noqa: E402
+from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws.storage import bucket as storage  # noqa: E402
+from raytrain_helpers.targets.aws.workshop import storage as storage_share  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
@@ -187,7 +189,7 @@ def test_create_call_matches_the_eks_api(tmp_path):
 
 
 def test_an_attendee_s_denied_storage_check_names_handout_storage(tmp_path):
-    from raytrain_helpers.targets.aws import identity
+    from raytrain_helpers.targets.aws.storage import identity
 
     steps = [
         {"step": "create_dir", "ok": False, "error": "OSError: AWS Error ACCESS_DENIED during PutObject operation"}
@@ -200,7 +202,7 @@ def test_an_attendee_s_denied_storage_check_names_handout_storage(tmp_path):
 
 
 def test_an_attendee_s_job_writes_under_its_own_namespace(mocked_aws, tmp_path):
-    from raytrain_helpers.targets.aws import jobs
+    from raytrain_helpers.targets.aws.jobs import defaults as jobs
 
     ann = attendee(tmp_path, "ann", storage_path="s3://ws-bucket/ckpt")
     assert jobs.job_defaults(ann).storage_path == "s3://ws-bucket/ckpt/ray-train-ann"

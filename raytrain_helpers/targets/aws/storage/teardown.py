@@ -1,0 +1,141 @@
+"""Step 08 on the ``aws`` target's checkpoint storage (:func:`teardown`): the Pod Identity association and the
+storage role; the bucket with its objects only when the tutorial created it (its tag); what is kept is listed
+with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ....clients import aws as aws_client
+from ....core.config import ConfigError, Settings
+from ....plan import iam
+from .state import ABSENT, ACCOUNTS, TAG_KEY, bucket_state, denied, find_association, get_role
+
+# ==============================================================================================================
+# Step 08: the association, the role, the bucket (only the tutorial's)
+# ==============================================================================================================
+
+
+@dataclass
+class StorageTeardown:
+    """What 08 did with the storage: rows (what, gone, evidence) and what it kept on purpose, with the reason."""
+
+    rows: list[tuple[str, bool, str]] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def teardown_rows(settings: Settings) -> tuple[str, str]:
+    """The names of 08's two storage rows."""
+    k = settings.kubernetes
+    return (
+        f"storage role {iam.role_name(settings)} and its pod identity association ({k.namespace}/{k.service_account})",
+        "S3 checkpoint bucket",
+    )
+
+
+def teardown(settings: Settings, sess, ident, cluster: dict[str, Any] | None) -> StorageTeardown:
+    """Delete the association and the role, then the bucket and its objects when the tutorial created it.
+    Only called with ``assume_yes`` (08 refuses before anything otherwise). Verified by reading again; a failed
+    call becomes a LEFT row naming it (the rest of 08 goes on)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return _teardown(settings, sess, ident, cluster)
+    except (ClientError, BotoCoreError, aws_client.AwsCallError) as e:
+        return StorageTeardown([(teardown_rows(settings)[0], False, denied("removing the checkpoint storage", e))])
+
+
+def _teardown(settings: Settings, sess, ident, cluster: dict[str, Any] | None) -> StorageTeardown:
+    region = settings.aws.region
+    out = StorageTeardown()
+    role_row, bucket_row = teardown_rows(settings)
+    try:
+        loc = iam.storage_location(settings, ident.account)
+    except ConfigError as e:
+        return StorageTeardown([(role_row, False, str(e))])
+    iam_api, eks = aws_client.client(sess, "iam", region), aws_client.client(sess, "eks", region)
+    evidence = []
+    if cluster is not None:
+        assoc = find_association(eks, settings) if _pod_identity_api(eks) else None
+        if assoc is not None:
+            eks.delete_pod_identity_association(
+                clusterName=settings.aws.cluster_name, associationId=assoc["associationId"]
+            )
+            evidence.append("association deleted")
+    role = get_role(iam_api, iam.role_name(settings))
+    if role is not None and aws_client.tags_of(role).get(TAG_KEY) == settings.aws.cluster_name:
+        _delete_role(iam_api, role["RoleName"])
+        evidence.append(f"role {role['RoleName']} deleted")
+    elif role is not None:
+        out.kept.append(f"IAM role {role['RoleName']}: not created by the tutorial (no tag {TAG_KEY})")
+    left = get_role(iam_api, iam.role_name(settings)) is not None and role is not None and not out.kept
+    out.rows.append((role_row, not left, ("; ".join(evidence) or "absent (nothing to delete)") + ", then checked"))
+    out.rows.append(_bucket_teardown(settings, aws_client.client(sess, "s3", region), loc, ident.account, out.kept))
+    return out
+
+
+def _pod_identity_api(eks) -> bool:
+    return hasattr(eks, "list_pod_identity_associations")
+
+
+def _delete_role(iam_api, name: str) -> None:
+    for policy in iam_api.list_role_policies(RoleName=name).get("PolicyNames", []):
+        iam_api.delete_role_policy(RoleName=name, PolicyName=policy)
+    for att in iam_api.list_attached_role_policies(RoleName=name).get("AttachedPolicies", []):
+        iam_api.detach_role_policy(RoleName=name, PolicyArn=att["PolicyArn"])
+    iam_api.delete_role(RoleName=name)
+
+
+def _bucket_teardown(settings: Settings, s3, loc: iam.StorageLocation, account: str, kept: list[str]):
+    row = f"S3 checkpoint bucket {loc.bucket}"
+    try:
+        state, _ = bucket_state(s3, loc.bucket, account, settings)
+    except ConfigError as e:
+        kept.append(f"S3 bucket {loc.bucket}: {e}")
+        return row, True, "kept (not this account's)"
+    if state == ABSENT:
+        return row, True, "absent (nothing to delete)"
+    if state == ACCOUNTS:
+        kept.append(
+            f"S3 bucket {loc.bucket} and its checkpoints: not created by the tutorial (no tag "
+            f"{TAG_KEY}={settings.aws.cluster_name}); delete {loc.uri} yourself if you no longer need it"
+        )
+        return row, True, "kept: not the tutorial's"
+    n = empty_bucket(s3, loc.bucket)
+    s3.delete_bucket(Bucket=loc.bucket)
+    gone = bucket_state(s3, loc.bucket, account, settings)[0] == ABSENT
+    return (
+        row,
+        gone,
+        f"{n} object version(s) deleted, bucket deleted, then checked: {'absent' if gone else 'STILL THERE'}",
+    )
+
+
+def empty_bucket(s3, bucket: str) -> int:
+    """Delete every object version and delete marker; returns how many."""
+    n = 0
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        keys = [
+            {"Key": v["Key"], "VersionId": v["VersionId"]}
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        for i in range(0, len(keys), 1000):
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys[i : i + 1000], "Quiet": True})
+        n += len(keys)
+    return n
+
+
+def show_kept(kept: list[str]) -> None:
+    for line in kept:
+        print(f"kept: {line}")
+
+
+__all__ = [
+    "StorageTeardown",
+    "empty_bucket",
+    "show_kept",
+    "teardown",
+    "teardown_rows",
+]
