@@ -1,7 +1,7 @@
 """Guarded AWS calls (raytrain_helpers.clients.aws): essential_call / optional_call, the IAM action of each call,
 the one-line error and the retry policy. botocore's Stubber answers the errors here (it bypasses the retries, so
 these are the failures that survived them); the retries themselves are exercised against moto in
-tests/unit/targets/aws/test_placement_restricted.py."""
+tests/unit/targets/aws/placement/test_capacity_restricted.py."""
 
 from __future__ import annotations
 

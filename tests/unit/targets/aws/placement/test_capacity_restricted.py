@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
 from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from tests.fakes.aws import iam_faults, moto_ext  # noqa: E402

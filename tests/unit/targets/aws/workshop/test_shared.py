@@ -16,7 +16,7 @@ from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from raytrain_helpers.targets.aws.workshop import attendee as shared
 from tests.fakes.k8s_standin import standin
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 READY_OP = dict(plugins_installed=True, operator_installed=True, delay_s=0.1)

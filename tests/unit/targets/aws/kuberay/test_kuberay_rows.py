@@ -13,7 +13,7 @@ from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from raytrain_helpers.targets.aws.kuberay import rows as kuberay_rows
 from tests.fakes.k8s_standin import standin
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 READY = dict(plugins_installed=True, delay_s=0.1)  # GPUs/EFA already allocatable (notebook 03 done)

@@ -16,9 +16,9 @@ from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws.plugins import install as plugins
 from tests.fakes.k8s_standin import standin
 from tests.fakes.k8s_standin.server import eksctl_efa_daemonset
-from tests.unit.targets.aws.test_plugins import fake_helm, helm_calls
+from tests.unit.targets.aws.plugins.test_plugins import fake_helm, helm_calls
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 SHORT = dict(timeout_s=0.8, poll_s=0.05, log=QUIET)

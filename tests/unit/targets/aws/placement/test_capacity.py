@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
 from raytrain_helpers.core import config as core_config  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402

@@ -22,7 +22,7 @@ from raytrain_helpers.targets.aws.kuberay import podwait
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 #: GPUs/EFA allocatable and the KubeRay operator running (notebooks 02-03 done); pulling the image takes pull_s.
 PULLING = dict(plugins_installed=True, operator_installed=True, delay_s=0.1)
 STEPS = ("Scheduled", "Pulling", "Pulled", "Created", "Started")

@@ -21,7 +21,7 @@ import boto3
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
 from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from raytrain_helpers.clients.aws import AwsError  # noqa: E402
@@ -45,7 +45,7 @@ NAME = "raytrain-tutorial"
 @pytest.fixture(autouse=True)
 def k8s_api(monkeypatch):
     """The cluster's Kubernetes API (the stand-in), which the kubeconfig the fake eksctl writes points at: 02 runs
-    its storage check in a pod there before the GPU node group (tests/unit/targets/aws/test_eks_storage_gate.py)."""
+    its storage check in a pod there before the GPU node group (tests/unit/targets/aws/eks/test_eks_storage_gate.py)."""
     st = StandIn("healthy", delay_s=0.05).start()
     monkeypatch.setenv("FAKE_EKSCTL_API_KUBECONFIG", st.kubeconfig)
     yield st

@@ -26,7 +26,7 @@ from raytrain_helpers.targets.aws.kuberay import operator as kuberay_operator
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 SHORT = dict(timeout_s=0.8, poll_s=0.05, log=QUIET)

@@ -19,14 +19,14 @@ from pathlib import Path
 import boto3
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
 from raytrain_helpers.targets.aws.plugins import owners as device_owners  # noqa: E402
 from raytrain_helpers.targets.aws.storage import gate as storage_gate
 from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from tests.fakes.k8s_standin import StandIn  # noqa: E402
-from tests.unit.targets.aws.test_eks import R, ops, placed  # noqa: E402
+from tests.unit.targets.aws.eks.test_eks import R, ops, placed  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.targets.aws import eks  # noqa: E402

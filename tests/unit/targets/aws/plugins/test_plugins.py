@@ -15,7 +15,7 @@ from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws.plugins import install as plugins
 from tests.fakes.k8s_standin import standin
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=3, poll_s=0.05, log=QUIET)
 #: for runs that are meant to time out
