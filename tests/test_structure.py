@@ -210,3 +210,23 @@ def test_the_step_actions_are_defined_once():
                 if len(words) >= 3 and set(words) <= {"plan", "up", "status", "down"}:
                     spelt.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert [s.split(":")[0] for s in spelt] == ["raytrain_helpers/core/constants.py"], spelt
+
+
+#: The aws target's folders, each one step of the tutorial (what the layers contract in pyproject.toml orders).
+AWS = PKG / "targets" / "aws"
+
+
+def test_the_aws_target_is_one_folder_per_step_each_naming_its_notebook():
+    """Every folder of targets/aws opens with what that step does on aws and which notebook (or ``handout``) calls
+    it; only the target's door and what every step shares sit beside them; the import-linter contract names them
+    all, so a new folder is placed in the order on purpose."""
+    folders = sorted(p.parent.name for p in AWS.glob("*/__init__.py"))
+    assert folders == ["eks", "jobs", "kuberay", "placement", "plugins", "storage", "workshop"]
+    for name in folders:
+        doc = ast.get_docstring(ast.parse((AWS / name / "__init__.py").read_text())) or ""
+        assert re.search(r"notebooks? 0[1-8]|handout", doc), f"targets/aws/{name}/__init__.py names no notebook"
+    loose = sorted(p.stem for p in AWS.glob("*.py") if p.stem != "__init__")
+    assert loose == ["commands", "common", "equivalents", "gate", "parts", "preflight"]
+    layers = (REPO / "pyproject.toml").read_text().split('containers = ["raytrain_helpers.targets.aws"]')[0]
+    layers = layers.rsplit("layers = [", 1)[1]
+    assert sorted(re.findall(r"[a-z_]+", layers)) == sorted(folders + loose)

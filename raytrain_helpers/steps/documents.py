@@ -15,7 +15,7 @@ from ..core.loading import with_overrides
 from ..core.paths import run_dir
 from ..core.settings import Settings
 from ..plan.manifests import PLACEHOLDERS, write_all
-from ..targets.aws import equivalents as aws_equivalents
+from ..targets import show_aws_equivalents
 
 #: The folder under the run's folder.
 FOLDER = "rendered"
@@ -52,7 +52,7 @@ def show(settings: Settings, account: str | None = None) -> list[Path]:
 
 def equivalents(settings: Settings, *, teardown: bool = False, account: str | None = None) -> None:
     """The commands that create (``teardown``: remove) what the aws path creates, with the files of :func:`write`."""
-    aws_equivalents.show(
+    show_aws_equivalents(
         _aws(settings),
         docs=str(folder(settings)),
         account=account or PLACEHOLDERS["account"],

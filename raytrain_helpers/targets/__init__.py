@@ -24,4 +24,11 @@ def for_settings(settings: Settings) -> Target:
     return importlib.import_module(f"{__name__}.{name}")
 
 
-__all__ = ["INTERFACE", "NAMES", "JobDefaults", "StepResult", "Target", "for_settings"]
+def show_aws_equivalents(settings: Settings, *, docs: str, account: str, teardown: bool = False) -> None:
+    """Print the commands a person would type to create (``teardown``: remove) what the aws path creates, with the
+    documents rendered into ``docs``; on any target (on ``local`` they show what the aws path would do)."""
+    equivalents = importlib.import_module(f"{__name__}.aws.equivalents")  # imported on first use, as for_settings
+    equivalents.show(settings, docs=docs, account=account, teardown=teardown)
+
+
+__all__ = ["INTERFACE", "NAMES", "JobDefaults", "StepResult", "Target", "for_settings", "show_aws_equivalents"]

@@ -53,9 +53,9 @@ def test_nothing_says_seed_for_the_source_article():
 
 
 def test_the_row_names_what_fi_info_checks():
-    from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
+    from raytrain_helpers.targets.aws.jobs import rows
 
-    assert "RDM endpoint" in kuberay.INFRA_FI and "RDMA" not in kuberay.INFRA_FI
+    assert "RDM endpoint" in rows.INFRA_FI and "RDMA" not in rows.INFRA_FI
 
 
 def test_the_typed_apply_carries_the_service_account_the_raycluster_names(repo_root, clean_env):

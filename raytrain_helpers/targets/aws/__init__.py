@@ -12,6 +12,7 @@ from __future__ import annotations
 from .gate import capacity
 from .jobs.defaults import benchmark_variants, expected_transport, job_defaults, where
 from .jobs.logs import worker_logs
+from .jobs.verify import infra_criteria
 from .kuberay.raycluster import job_server
 from .parts import (
     NODEGROUP_ONLY_DOWN,
@@ -25,7 +26,6 @@ from .parts import (
     worker_node_count,
 )
 from .preflight import preflight
-from .storage.identity import infra_criteria
 from .workshop.attendee import cluster, devices, raycluster, teardown
 from .workshop.facilitator import attendee_state, remove_namespace
 from .workshop.storage import attendee_storage

@@ -41,9 +41,9 @@ def plugins_action(
 def kuberay_action(
     settings: Settings, action: str = "up", *, assume_yes: bool = False, timeout_s: float | None = None
 ) -> StepResult:
-    """``up``: :func:`.identity.raycluster` (04's step: the RayCluster Ready, its Jobs API answering, the storage
+    """``up``: :func:`.kuberay.access.raycluster` (04's step: the RayCluster Ready, its Jobs API answering, the storage
     reachable from its pods); ``status``: read only; ``down``: the RayCluster and the operator; ``operator``: the
-    operator alone. A workshop attendee (``aws.shared_cluster``) goes through :mod:`.shared`, kept to their
+    operator alone. A workshop attendee (``aws.shared_cluster``) goes through :mod:`.workshop.attendee`, kept to their
     namespace."""
     check_action(action, (*PART_ACTIONS, OPERATOR_ACTION))
     if action == "up":

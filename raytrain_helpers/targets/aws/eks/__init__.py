@@ -1,4 +1,5 @@
-"""Step 02 on the ``aws`` target: the EKS cluster, created with eksctl; and step 08, its removal.
+"""Step 02 on aws (notebook 02_cluster): the EKS cluster, created with eksctl; and step 08 (notebook 08_teardown),
+its removal.
 
 Every action is decided from the resources' real state, read with boto3 (``eks:DescribeCluster`` /
 ``eks:DescribeNodegroup``: NOT_FOUND, CREATING, ACTIVE, DELETING, FAILED...), so re-running any action is safe:
@@ -7,7 +8,7 @@ Every action is decided from the resources' real state, read with boto3 (``eks:D
 * ``up``     creates what is missing - the cluster (VPC with private subnets in the AZs offering the GPU
              type, one NAT gateway, OIDC, core add-ons, the ``role=system`` node group); then the checkpoint
              storage (bucket, role, Pod Identity association) and its check from a one-off pod on the system
-             node (:mod:`.storage_gate`); only when that passed, the EFA GPU node group in exactly one AZ (the
+             node (:mod:`..storage.gate`); only when that passed, the EFA GPU node group in exactly one AZ (the
              placement from step 01, passed as explicit subnet ids) - after one confirmation; waits for what
              is in progress; reports failures with their causes.
 * ``status`` reads and shows the state; never changes anything.
@@ -17,10 +18,10 @@ What to do is decided by :func:`raytrain_helpers.plan.eksctl.decide_actions` fro
 module reads the state, carries the actions out, waits and diagnoses. :func:`teardown` (notebook 08) also
 removes the Kubernetes objects first: the RayCluster, the KubeRay operator and the device plugins.
 
-Where things are: :mod:`.eks_state` (the result, the context, node groups and failure causes as read, leftovers,
-waits), :mod:`.eks_placement` (the GPU AZ, the capacity reservation, what exists), :mod:`.eks_create` (eksctl
-creating the cluster and node groups), :mod:`.eks_up` (the ``plan``/``up``/``status`` sequence),
-:mod:`.eks_teardown` (``down`` and notebook 08). This module keeps the names callers import.
+Where things are: :mod:`.state` (the result, the context, node groups and failure causes as read, leftovers,
+waits), :mod:`.placement` (the GPU AZ, the capacity reservation, what exists), :mod:`.create` (eksctl creating the
+cluster and node groups), :mod:`.up` (the ``plan``/``up``/``status`` sequence), :mod:`.down` (``down`` and notebook
+08). This package keeps the names callers import.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ namespace, check the rendered RayCluster (:func:`~raytrain_helpers.plan.rayclust
 nodes' allocatable (:func:`.kuberay_pods.preflight`), apply it with server-side apply, and wait for the head to be
 Ready and every worker Running, showing each pod's events on the way (:mod:`.podwait`: the first start pulls the
 multi-GB DLC on every node, about 30 min, hence the 45 min default). A re-run waits on the pods already there;
-nothing is recreated while the spec is the same. 06's infrastructure rows are in :mod:`.kuberay_rows`; every
+nothing is recreated while the spec is the same. 06's infrastructure rows are in :mod:`..jobs.rows`; every
 name of those three modules is importable from here too.
 """
 
@@ -59,18 +59,6 @@ from .pods import (
     preflight,
 )
 from .podwait import CRASH_RESTARTS, HOPELESS_WAITING, PodProgress, crash_looping
-from .rows import (
-    INFRA_EFA,
-    INFRA_FI,
-    INFRA_GPU,
-    INFRA_PODS,
-    efa_row,
-    fi_info_efa,
-    fi_info_row,
-    gpu_row,
-    infra_criteria,
-    pods_row,
-)
 
 # ============================================================================================
 # Step 04 on aws
@@ -419,10 +407,6 @@ def teardown(
 __all__ = [
     "CRASH_RESTARTS",
     "HOPELESS_WAITING",
-    "INFRA_EFA",
-    "INFRA_FI",
-    "INFRA_GPU",
-    "INFRA_PODS",
     "NodeUse",
     "cluster_pods",
     "cluster_selector",
@@ -431,13 +415,8 @@ __all__ = [
     "deployment_ready",
     "diagnose_cluster",
     "diagnose_operator",
-    "efa_row",
-    "fi_info_efa",
-    "fi_info_row",
     "find_operator",
-    "gpu_row",
     "head_pod",
-    "infra_criteria",
     "install_crds",
     "install_operator",
     "job_server",
@@ -445,7 +424,6 @@ __all__ = [
     "placement",
     "pod_requests",
     "pod_role",
-    "pods_row",
     "preflight",
     "raycluster",
     "status",

@@ -22,9 +22,9 @@ from ....core.settings import Settings
 from ....plan.raycluster import RAY_API
 from ...base import KubeRayResult, PluginsResult
 from .. import eks, gate
+from ..kuberay import access
 from ..kuberay import raycluster as kuberay
 from ..plugins import install as plugins
-from ..storage import identity
 
 #: The setting that makes a folder an attendee's.
 SETTING = "aws.shared_cluster"
@@ -67,7 +67,7 @@ def devices(settings: Settings, *, assume_yes: bool = False, **options: Any) -> 
 
 
 def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **options: Any) -> KubeRayResult:
-    """04: :func:`.identity.raycluster`; an attendee's needs the facilitator's operator at the pinned version."""
+    """04: :func:`.kuberay.access.raycluster`; an attendee's needs the facilitator's operator at the pinned version."""
     if settings.aws.shared_cluster:
         want = f"v{settings.versions.kuberay_version}"
         try:
@@ -78,7 +78,7 @@ def raycluster(settings: Settings, *, assume_yes: bool = False, client=None, **o
         if have != want:
             why = refusal(settings, f"installing the KubeRay operator {want} (the cluster has {have})")
             return KubeRayResult("aws", "up", False, why)
-    return identity.raycluster(settings, assume_yes=assume_yes, client=client, **options)
+    return access.raycluster(settings, assume_yes=assume_yes, client=client, **options)
 
 
 def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bool = False) -> eks.AwsTeardownResult:

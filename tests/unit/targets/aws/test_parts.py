@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 
 from raytrain_helpers.targets import aws  # noqa: E402
 from raytrain_helpers.targets.aws import parts  # noqa: E402
+from raytrain_helpers.targets.aws.kuberay import access  # noqa: E402
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
 from raytrain_helpers.targets.aws.plugins import install as plugins  # noqa: E402
-from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from raytrain_helpers.targets.aws.workshop import attendee as shared  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 
@@ -34,7 +34,7 @@ def calls(monkeypatch):
     ]:
         monkeypatch.setattr(module, name, record(f"{label}.{name}"))
     monkeypatch.setattr(kuberay, "teardown", record("kuberay.teardown"))
-    monkeypatch.setattr(identity, "raycluster", record("identity.raycluster"))
+    monkeypatch.setattr(access, "raycluster", record("access.raycluster"))
     monkeypatch.setattr(shared, "operator", record("shared.operator"))
     return seen
 
@@ -44,7 +44,7 @@ def test_each_action_reaches_the_steps_own_function(calls, tmp_path):
     assert aws.plugins_action(s, "up", timeout_s=30) == "plugins.devices"
     assert aws.plugins_action(s, "status") == "plugins.status"
     assert aws.plugins_action(s, "down", assume_yes=True) == "plugins.teardown"
-    assert aws.kuberay_action(s, "up", assume_yes=True) == "identity.raycluster"  # 04's step: with the access check
+    assert aws.kuberay_action(s, "up", assume_yes=True) == "access.raycluster"  # 04's step: with the access check
     assert aws.kuberay_action(s, "status") == "kuberay.status"
     assert aws.kuberay_action(s, "down", assume_yes=True, timeout_s=60) == "kuberay.teardown"
     assert aws.kuberay_action(s, "operator") == "shared.operator"  # a facilitator's operator alone
@@ -52,7 +52,7 @@ def test_each_action_reaches_the_steps_own_function(calls, tmp_path):
         ("plugins.devices", dict(assume_yes=False, timeout_s=30)),
         ("plugins.status", {}),
         ("plugins.teardown", dict(assume_yes=True)),  # no timeout given: the teardown's own
-        ("identity.raycluster", dict(assume_yes=True, client=None)),
+        ("access.raycluster", dict(assume_yes=True, client=None)),
         ("kuberay.status", {}),
         ("kuberay.teardown", dict(assume_yes=True, timeout_s=60)),
         ("shared.operator", {}),

@@ -1,5 +1,5 @@
 """targets.aws.kuberay.raycluster: the RayCluster step, status, job server and teardown, against the Kubernetes API
-stand-in (06's infrastructure rows: test_kuberay_rows.py).
+stand-in (06's infrastructure rows: jobs/test_rows.py).
 
 The stand-in serves the real REST paths, server-side apply and the exec/portforward websockets, so the
 client code runs unchanged. What only the stand-in (not a real EKS) proves: the KubeRay operator's

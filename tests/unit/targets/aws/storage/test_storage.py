@@ -24,8 +24,9 @@ from raytrain_helpers.clients.aws import Identity  # noqa: E402
 from raytrain_helpers.core.config import ConfigError  # noqa: E402
 from raytrain_helpers.plan import iam  # noqa: E402
 from raytrain_helpers.targets.aws import common  # noqa: E402
+from raytrain_helpers.targets.aws.jobs import verify  # noqa: E402
+from raytrain_helpers.targets.aws.kuberay import access  # noqa: E402
 from raytrain_helpers.targets.aws.storage import bucket as storage
-from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
 from tests.fakes.k8s_standin import standin  # noqa: E402
@@ -308,7 +309,7 @@ def cluster_with_storage(srv, tmp_path, monkeypatch):
 
 def test_access_check_runs_the_job_storage_code_from_the_head_and_every_worker(cluster_with_storage):
     s, st = cluster_with_storage
-    ok, lines = identity.access_check(s)
+    ok, lines = access.access_check(s)
     assert ok, lines
     assert lines[0] == (
         "storage access from 3 Ray pod(s) (head and workers), with pyarrow's S3 filesystem as Ray Train builds it: "
@@ -349,7 +350,7 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
     s, _ = cluster_with_storage
     old = json.loads(json.dumps(OLD_POLICY).replace("ckpt-bucket", BUCKET).replace("team/raytrain", "raytrain"))
     _as_pod_user(monkeypatch, old)
-    ok, lines = identity.access_check(s)
+    ok, lines = access.access_check(s)
     assert not ok and len(lines) == 3, lines
     assert lines[0].endswith(
         f"create_dir on s3://{BUCKET}/raytrain/ failed: HeadBucket was denied, the pod's role lacks s3:ListBucket on "
@@ -358,7 +359,7 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
         "ray-train/raytrain), then 04"
     )
     assert "-head-" in lines[0]
-    _, _, rows = identity.access_check(s, with_rows=True)
+    _, _, rows = access.access_check(s, with_rows=True)
     head = lines[0].split(":")[0].removeprefix("Ray pod ")
     expected = [
         "filesystem: OK",
@@ -395,7 +396,7 @@ def test_a_denied_step_names_the_operation_and_the_action(
     else:
         doc["Statement"][1]["Action"].remove(drop)
     _as_pod_user(monkeypatch, doc)
-    ok, lines = identity.access_check(s)
+    ok, lines = access.access_check(s)
     assert not ok and len(lines) == 3, lines
     assert (
         f"{step} on s3://{BUCKET}/raytrain/ failed: {operation} was denied, the pod's role lacks {action} on"
@@ -449,16 +450,16 @@ def test_checkpoint_row_lists_the_latest_checkpoint(mocked_aws, tmp_path):
     for name in ("__0_0.distcp", "__1_0.distcp", ".metadata"):
         s3().put_object(Bucket=BUCKET, Key=f"{ckpt.split('/', 1)[1]}/{name}", Body=b"12345")
     job = {"result": {"storage_path": f"s3://{BUCKET}/raytrain", "checkpoint": ckpt}}
-    assert identity.checkpoint_row(s, job) == (
+    assert verify.checkpoint_row(s, job) == (
         "checkpoint in storage",
         True,
         f"s3://{ckpt}/: 3 object(s), 15 bytes",
     )
     job["result"]["checkpoint"] = f"{BUCKET}/raytrain/tutorial/checkpoint_missing"
-    name, ok, evidence = identity.checkpoint_row(s, job)
+    name, ok, evidence = verify.checkpoint_row(s, job)
     assert ok is False and evidence.endswith("0 object(s), 0 bytes (nothing there)")
-    assert identity.checkpoint_row(s, {"result": {"storage_path": "/tmp/x", "checkpoint": "/tmp/x/c"}})[1] is None
-    assert identity.checkpoint_row(s)[1:] == (False, "no job recorded for this run: run notebook 05 first")
+    assert verify.checkpoint_row(s, {"result": {"storage_path": "/tmp/x", "checkpoint": "/tmp/x/c"}})[1] is None
+    assert verify.checkpoint_row(s)[1:] == (False, "no job recorded for this run: run notebook 05 first")
     moto_ext.FAKE.reset()
 
 

@@ -9,8 +9,8 @@ import re
 from ....clients import kubernetes as kube
 from ....core.config import Settings
 from ....plan.kube_objects import labels, name_of, node_row, phase_of, pod_ready
-from ..jobs import efa_tools
-from .pods import cluster_pods, pod_role
+from ..kuberay.pods import cluster_pods, pod_role
+from . import efa_tools
 
 #: 06_verify's infrastructure rows on aws (the names the verification table shows).
 INFRA_GPU = "GPUs allocatable on every GPU node"

@@ -1,4 +1,4 @@
-"""targets.aws.kuberay.rows: 06's infrastructure rows (GPUs, EFA, fi_info in the worker pods, the pods), against the
+"""targets.aws.jobs.rows: 06's infrastructure rows (GPUs, EFA, fi_info in the worker pods, the pods), against the
 Kubernetes API stand-in (see test_kuberay.py for what only the stand-in proves) and from node facts alone."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws.jobs import efa_tools
+from raytrain_helpers.targets.aws.jobs import rows as kuberay_rows
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
-from raytrain_helpers.targets.aws.kuberay import rows as kuberay_rows
 from tests.fakes.k8s_standin import standin
 
 REPO = Path(__file__).resolve().parents[5]
