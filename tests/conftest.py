@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raytrain_helpers.core.config import VersionSettings
+from tests.schemas import kuberay_crds
 
 # The test command installs without compiling the 25,000 modules of the environment up front (that took about 50 s
 # of the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
@@ -25,7 +25,6 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 #: The session's local Ray cluster: its own ports and temp root, and Ray token authentication on, so every job the
 #: tests submit through it (papermill kernels, the aws notebooks' port-forward) proves the token reaches Ray.
 #: ``TUTORIAL_TEST_PORT_OFFSET`` moves the ports and temp root, so two checkouts can run their tests at once.
@@ -44,15 +43,12 @@ def repo_root() -> Path:
     return REPO
 
 
-@pytest.fixture(scope="session")
-def kuberay_crds_dir() -> Path:
-    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION), as the aws step reads them without helm."""
-    d = SHARED / "kuberay-crds" / f"v{VersionSettings().kuberay_version}"
-    if not d.is_dir():
-        pytest.skip(
-            f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent, or lacks the "
-            f"pinned release (CI and the dev sessions have it; a bare clone does not)"
-        )
+@pytest.fixture
+def kuberay_crds_dir(monkeypatch) -> Path:
+    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION) shipped in ``schemas/``, handed to the aws
+    step's install without helm through RAYTRAIN_KUBERAY_CRDS."""
+    d = kuberay_crds()
+    monkeypatch.setenv("RAYTRAIN_KUBERAY_CRDS", str(d))
     return d
 
 
