@@ -10,6 +10,7 @@ registration wait and `ray start` fails."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -50,6 +51,36 @@ def kuberay_crds_dir(monkeypatch) -> Path:
     d = kuberay_crds()
     monkeypatch.setenv("RAYTRAIN_KUBERAY_CRDS", str(d))
     return d
+
+
+#: A skip reason that names a path of the repository, or beside it: the repository ships every file its tests read
+#: (tests/test_self_contained.py), so such a skip is turned into a failure.
+_REPOSITORY_PATH = re.compile(
+    "|".join(re.escape(str(p) + os.sep) for p in {REPO, REPO.parent} if p != Path(p.anchor))
+    + r"|\.\./|(?<![\w/])(?:schemas|tests/fixtures|benchmarks/yardstick)/"
+)
+
+
+def _as_missing_file_failure(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2]
+        if _REPOSITORY_PATH.search(reason):
+            report.outcome = "failed"
+            report.longrepr = (
+                f"skipped for a missing file of the repository ({reason}): ship it, or make it in the test"
+            )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _as_missing_file_failure(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _as_missing_file_failure(outcome.get_result())
 
 
 @pytest.fixture
