@@ -1,10 +1,11 @@
 """Where the job's step and the yardstick's step part ways: both profiled the same way, one GPU, the same batch.
 
-    python benchmarks/step_trace.py --probe PATH/fsdp_probe.py --out DIR [--batch 22] [--variant NAME ...]
+    python benchmarks/step_trace.py --out DIR [--probe PATH/fsdp_probe.py] [--batch 22] [--variant NAME ...]
 
-Each run is its own ``torchrun --nproc-per-node=1`` process: the yardstick (``fsdp_probe.py``, run unchanged with
-``--liger``) and the job's loop (``benchmarks/torchrun_loop.py``: ``train_loop_per_worker`` with Ray's calls answered
-by torchrun, random tokens). In both, ``torch.optim.AdamW.step`` is wrapped, so nothing in either loop changes:
+Each run is its own ``torchrun --nproc-per-node=1`` process: the yardstick (``--probe``, by default
+``benchmarks/yardstick/fsdp_probe.py``, run unchanged with ``--liger``) and the job's loop
+(``benchmarks/torchrun_loop.py``: ``train_loop_per_worker`` with Ray's calls answered by torchrun, random tokens).
+In both, ``torch.optim.AdamW.step`` is wrapped, so nothing in either loop changes:
 
 - before the first update it counts the parameters that hold nothing but zeros;
 - the wall time between consecutive optimizer steps is the whole iteration (data, host syncs, metric reductions,
@@ -17,7 +18,8 @@ Variants (``--variant``, joined with ``+``), each removing one suspected cause: 
 gradients), ``expandable`` (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``), ``rope_first`` (liger's RoPE
 patch before the model exists), ``reset_init`` (the job's model re-initialised by each module's
 ``reset_parameters``, as the probe does), ``zero_norms`` (the job's RMSNorm weights zero), ``norms_ones`` (the
-probe's RMSNorm weights initialised to ones; with ``--yardstick-variant``). Writes DIR/step_trace.json (and a
+probe's RMSNorm weights initialised to ones, for a probe that leaves them as ``to_empty`` left them, as the
+yardstick did before 2026-12-05; with ``--yardstick-variant``). Writes DIR/step_trace.json (and a
 gzipped Chrome trace per profiled run) and prints the comparison. Run it with ``nvidia-smi --query-gpu=
 clocks.sm,power.draw --format=csv -lms 500`` beside it to see the clocks each run kept.
 """
@@ -38,6 +40,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+#: The yardstick the job is compared with (benchmarks/yardstick/README.md).
+YARDSTICK = HERE / "yardstick" / "fsdp_probe.py"
 #: ``launch(..., pythonpath_first=DIR)``: the child imports the package from DIR (another checkout) instead.
 sys.path[:0] = [str(HERE), os.environ.get("STEP_TRACE_PACKAGE_ROOT") or str(ROOT)]
 
@@ -246,7 +250,7 @@ def launch(args, which: str, variant: str, *, pythonpath_first: str = "", label:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--probe", required=True)
+    ap.add_argument("--probe", default=str(YARDSTICK), help="the yardstick script (default: %(default)s)")
     ap.add_argument("--batch", type=int, default=22)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--prof-at", type=int, default=5)

@@ -1,12 +1,13 @@
 """The job through Ray Train (05's path) against the yardstick: one call, the same GPUs, the same batch.
 
-    python benchmarks/vs_yardstick.py --probe PATH/fsdp_probe.py --out DIR [--commit SHA] [--old-tree DIR]
+    python benchmarks/vs_yardstick.py --out DIR [--probe PATH/fsdp_probe.py] [--commit SHA] [--old-tree DIR]
         [--skip torchrun]
 
 On every GPU of this host, in this order:
-1. the yardstick (``fsdp_probe.py --liger``, unchanged) at the job's batch; then the same probe with its RMSNorm
-   weights initialised to ones (``step_trace.norms_ones``: the probe never initialises them, see
-   ``docs/performance.md``), the figure a model with live activations reaches;
+1. the yardstick (``--probe``, by default ``benchmarks/yardstick/fsdp_probe.py``, with ``--liger``, unchanged) at
+   the job's batch; then the same probe with its RMSNorm weights initialised to ones (``step_trace.norms_ones``),
+   the figure a model with live activations reaches. The yardstick has initialised them itself since 2026-12-05, so
+   the two agree; they parted for its earlier version, which trained zeros (``docs/performance.md``);
 2. the job's loop under torchrun on random tokens (``benchmarks/torchrun_loop.py``), and, with ``--old-tree``, the
    same loop from another checkout of the package (its loss curve beside this one's: same seed, same tokens);
 3. the job through 05's path: the local cluster (one worker raylet per GPU), the Ray Jobs API, the entrypoint,
@@ -102,7 +103,7 @@ def record(args, batch: int, runs: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--probe", required=True)
+    ap.add_argument("--probe", default=str(step_trace.YARDSTICK), help="the yardstick script (default: %(default)s)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--commit", default="")
     ap.add_argument("--old-tree", default="", help="a checkout of raytrain_helpers to run the torchrun loop from too")

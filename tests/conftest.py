@@ -10,13 +10,14 @@ registration wait and `ray start` fails."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from raytrain_helpers.core.config import VersionSettings
+from tests.schemas import kuberay_crds
 
 # The test command installs without compiling the 25,000 modules of the environment up front (that took about 50 s
 # of the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
@@ -25,7 +26,6 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 #: The session's local Ray cluster: its own ports and temp root, and Ray token authentication on, so every job the
 #: tests submit through it (papermill kernels, the aws notebooks' port-forward) proves the token reaches Ray.
 #: ``TUTORIAL_TEST_PORT_OFFSET`` moves the ports and temp root, so two checkouts can run their tests at once.
@@ -44,16 +44,43 @@ def repo_root() -> Path:
     return REPO
 
 
-@pytest.fixture(scope="session")
-def kuberay_crds_dir() -> Path:
-    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION), as the aws step reads them without helm."""
-    d = SHARED / "kuberay-crds" / f"v{VersionSettings().kuberay_version}"
-    if not d.is_dir():
-        pytest.skip(
-            f"KubeRay CRDs not found at {d}: the shared/ folder beside the repository is absent, or lacks the "
-            f"pinned release (CI and the dev sessions have it; a bare clone does not)"
-        )
+@pytest.fixture
+def kuberay_crds_dir(monkeypatch) -> Path:
+    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION) shipped in ``schemas/``, handed to the aws
+    step's install without helm through RAYTRAIN_KUBERAY_CRDS."""
+    d = kuberay_crds()
+    monkeypatch.setenv("RAYTRAIN_KUBERAY_CRDS", str(d))
     return d
+
+
+#: A skip reason that names a path of the repository, or beside it: the repository ships every file its tests read
+#: (tests/test_self_contained.py), so such a skip is turned into a failure.
+_REPOSITORY_PATH = re.compile(
+    "|".join(re.escape(str(p) + os.sep) for p in {REPO, REPO.parent} if p != Path(p.anchor))
+    + r"|\.\./|(?<![\w/])(?:schemas|tests/fixtures|benchmarks/yardstick)/"
+)
+
+
+def _as_missing_file_failure(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2]
+        if _REPOSITORY_PATH.search(reason):
+            report.outcome = "failed"
+            report.longrepr = (
+                f"skipped for a missing file of the repository ({reason}): ship it, or make it in the test"
+            )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _as_missing_file_failure(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _as_missing_file_failure(outcome.get_result())
 
 
 @pytest.fixture

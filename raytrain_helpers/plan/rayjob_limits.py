@@ -1,7 +1,7 @@
 """KubeRay's own limits on a RayJob, so that a forgotten job stops billing.
 
-Fields of the RayJob CRD of KubeRay v1.7.0 (``ray.io_rayjobs.yaml`` of the release, copied to
-``../shared/kuberay-crds/v1.7.0``; checked 2026-12-04), all under ``spec``:
+Fields of the RayJob CRD of KubeRay v1.7.0 (``ray.io_rayjobs.yaml`` of the release, kept in
+``schemas/kuberay/v1.7.0`` of the repository; checked 2026-12-04), all under ``spec``:
 
 * ``activeDeadlineSeconds`` (int32): the whole job, from its start, is stopped after this many seconds; rendered from
   ``train.job_timeout_s`` (left out when that is 0, no limit).

@@ -35,13 +35,13 @@ NB = REPO / "notebooks"
 FIX = REPO / "tests" / "fixtures" / "nccl"
 sys.path.insert(0, str(REPO / "tests"))
 
-from raytrain_helpers.core import config  # noqa: E402
 from raytrain_helpers.steps import display  # noqa: E402
 from raytrain_helpers.targets.aws.jobs import efa_tools  # noqa: E402
 from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
+from tests.schemas import kuberay_crds  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -52,7 +52,6 @@ CLUSTER, REGION = "raytrain-tutorial", "us-west-2"
 LOCAL = TEST_LOCAL
 #: Named like the context `eksctl utils write-kubeconfig` writes, so the teardown finds *this* cluster's context.
 CONTEXT = f"{CLUSTER}.{REGION}.eksctl.io"
-CRDS = REPO.parent / "shared" / "kuberay-crds" / f"v{config.VersionSettings().kuberay_version}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,6 +111,7 @@ def env(work):
         if k.startswith("RAYTRAIN_") or k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             mp.delenv(k)
     mp.setenv("RAYTRAIN_RUNS_DIR", str(work / "runs"))
+    mp.setenv("RAYTRAIN_KUBERAY_CRDS", str(kuberay_crds()))  # 04 installs the operator without helm from these
     mp.setenv("PYTHONPATH", os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     yield mp
     mp.undo()
@@ -135,8 +135,6 @@ def k8s_api(aws):
         eksctl_efa_plugin=True,
         gpu_taints=False,
     )
-    if not CRDS.is_dir():  # without the release's CRD files (a bare clone), KubeRay is preinstalled
-        opts["operator_installed"] = True
     with standin("healthy", **opts) as st:
         yield st
 

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from raytrain_helpers.plan import eksctl  # noqa: E402
 from raytrain_helpers.plan.eksctl import NOT_FOUND, Observed, decide_actions  # noqa: E402
 from tests.fakes.aws.fixtures import make_settings  # noqa: E402
+from tests.schemas import eksctl_schema  # noqa: E402
 
 CLUSTER_FILE = Path("/runs/tutorial/eksctl/cluster.yaml")
 GPU_FILE = Path("/runs/tutorial/eksctl/gpu-nodegroup.yaml")
@@ -217,22 +218,17 @@ def test_rendered_configs(settings):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The rendered configs against eksctl's own schema (<repo>/../shared/eksctl-schema/v0.230.0/schema.json, what
-# `eksctl utils schema` prints; draft-07, additionalProperties false on every eksctl type)
+# The rendered configs against eksctl's own schema (schemas/eksctl/v0.230.0/schema.json, what `eksctl utils schema`
+# prints; draft-07, additionalProperties false on every eksctl type)
 # --------------------------------------------------------------------------------------------------------------
 
-EKSCTL_SCHEMA = Path(__file__).resolve().parents[3].parent / "shared" / "eksctl-schema" / "v0.230.0" / "schema.json"
 CR = "cr-0123456789abcdef0"
 
 
 def eksctl_errors(text):
-    import json
-
     import jsonschema
 
-    if not EKSCTL_SCHEMA.is_file():
-        pytest.skip(f"eksctl schema not found at {EKSCTL_SCHEMA}")
-    validator = jsonschema.Draft7Validator(json.loads(EKSCTL_SCHEMA.read_text()))
+    validator = jsonschema.Draft7Validator(eksctl_schema())
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(yaml.safe_load(text))]
 
 

@@ -3,7 +3,7 @@
 * core kinds (DaemonSet, Deployment, RBAC, Namespace...) with kubernetes-validate, strict, at the newest
   Kubernetes minor it ships, and at the cluster's K8S_VERSION;
 * RayCluster / RayJob with jsonschema against the openAPIV3Schema of the KubeRay v1.7.0 CRDs (KUBERAY_VERSION) in
-  ``<repo>/../shared/kuberay-crds`` (made strict: unknown fields are errors, as ``kubectl --validate=strict``);
+  ``schemas/kuberay/`` (made strict: unknown fields are errors, as ``kubectl --validate=strict``);
   their pod templates also as core ``PodTemplate`` objects;
 * :func:`plan.raycluster.check_raycluster` (the structural check the aws step runs before applying) passes for
   every rendered cluster and fails for the broken ones the schema cannot see;
@@ -16,18 +16,17 @@ import copy
 import functools
 from pathlib import Path
 
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import manifests, plugins, probes, raycluster
 from raytrain_helpers.plan.kube_objects import quantity
+from tests.schemas import kuberay_crds
 
 REPO = Path(__file__).resolve().parents[3]
-CRD_ROOT = REPO / "../shared/kuberay-crds"
-
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-jsonschema = pytest.importorskip("jsonschema")
 
 
 def cores(q) -> float:
@@ -68,12 +67,7 @@ def _strict(schema):
 
 @functools.cache
 def crd_validator(kind: str, kuberay_version: str = config.VersionSettings().kuberay_version):
-    d = CRD_ROOT / f"v{kuberay_version}"
-    if not d.is_dir():
-        pytest.skip(
-            f"KubeRay CRDs not found at {d.resolve()} (CI clones the repo with shared/ beside it); "
-            f"the RayCluster/RayJob schema checks need them"
-        )
+    d = kuberay_crds(kuberay_version)
     plural = {"RayCluster": "rayclusters", "RayJob": "rayjobs"}[kind]
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crd = yaml.load((d / f"ray.io_{plural}.yaml").read_text(), Loader=loader)
@@ -274,7 +268,7 @@ def test_write_all_writes_one_object_per_file(tmp_path):
 
 
 def test_raycluster_and_rayjob_are_valid_for_the_pinned_kuberay_and_get_http_probes():
-    """Validated against ``../shared/kuberay-crds/v1.7.0`` (KUBERAY_VERSION); both say ``rayVersion``, so the
+    """Validated against ``schemas/kuberay/v1.7.0`` (KUBERAY_VERSION); both say ``rayVersion``, so the
     1.7.0 operator gives their Ray containers native HTTP probes instead of ``wget`` inside the DLC."""
     s = settings()
     assert s.versions.kuberay_version == "1.7.0"

@@ -25,6 +25,7 @@ from raytrain_helpers.plan import raycluster as plan
 from raytrain_helpers.targets.aws.kuberay import operator as kuberay_operator
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
+from tests.schemas import kuberay_crds
 
 REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
@@ -55,7 +56,7 @@ def names(st, ns="ray-train"):
 
 
 def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_crds_dir):
-    # without helm the operator is installed from the release's CRD files (../shared/kuberay-crds)
+    # without helm the operator is installed from the release's CRD files (RAYTRAIN_KUBERAY_CRDS: kuberay_crds_dir)
     s = settings()
     with standin("healthy", set_env=True, **READY) as st:
         r = kuberay.raycluster(s, **FAST)
@@ -87,9 +88,7 @@ def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_
 def test_the_crd_schema_is_enforced_by_the_standin():
     """With the full CRDs of KUBERAY_VERSION installed, an invalid RayCluster is refused with HTTP 422 (as by EKS)."""
     s = settings()
-    crds = REPO / f"../shared/kuberay-crds/v{s.versions.kuberay_version}"
-    if not crds.is_dir():
-        pytest.skip(f"KubeRay CRDs not found at {crds.resolve()}")
+    crds = kuberay_crds(s.versions.kuberay_version)
     with standin("healthy", set_env=True, operator_installed=True, crd_dir=str(crds), **READY):
         client = kube.api_client(s)
         kube.apply(client, plan.render_namespace(s))
