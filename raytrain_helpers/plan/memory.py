@@ -90,7 +90,7 @@ class MemoryPlan:
                 f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device",
             ),
             ("gathered layers (prefetch 2)", hb(self.gathered_layers_gib * g)),
-            ("gathered root (embeddings, output layer), forward to backward", hb(self.gathered_root_gib * g)),
+            ("gathered root (held forward to backward)", hb(self.gathered_root_gib * g)),
             ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
             ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
