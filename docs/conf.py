@@ -23,7 +23,18 @@ myst_heading_anchors = 3  # "page.md#a-heading" links resolve, and a wrong ancho
 myst_enable_extensions = ["colon_fence"]
 suppress_warnings = ["mystnb.unknown_mime_type"]  # ipywidgets' view state has no static rendering
 
-html_theme = "alabaster"
+# The theme Jupyter Book uses for executed notebooks: a wide content column (code cells and the notebooks' tables
+# of up to 115 characters do not scroll sideways at 1,280 px; tests/browser/test_site.py looks), the page's own
+# contents on the right, the chapters on the left.
+html_theme = "sphinx_book_theme"
 html_title = "raytrain-tutorial"
-html_theme_options = {"description": "FSDP with Ray Train on KubeRay/EKS, in eight notebooks", "fixed_sidebar": True}
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "secondary_sidebar_items": [],  # the page's contents stay in the header's list: the article takes the width
+}
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]
 html_extra_path = ["_root"]  # index.html at the site's root, leading to docs/index.html: one link to hand out

@@ -76,8 +76,9 @@ def test_relative_links_lead_to_files(md):
 
 
 def test_the_walkthrough_cost_quoted_in_the_docs_is_the_commands_output():
-    """docs/aws.md pastes ``raytrain-tutorial cost --target aws`` and the README quotes its first line: both equal
-    what plan.walkthrough computes at the defaults (on a day when Kubernetes 1.35 is in standard support)."""
+    """docs/aws.md pastes ``raytrain-tutorial cost --target aws``, equal to what plan.walkthrough computes at the
+    defaults, and the README's "Run the source article" quotes the first line of ``raytrain-tutorial cost -f
+    profiles/aws-article.yaml`` (both on a day when Kubernetes 1.35 is in standard support)."""
     import datetime as dt
 
     from raytrain_helpers.core import loading
@@ -88,4 +89,15 @@ def test_the_walkthrough_cost_quoted_in_the_docs_is_the_commands_output():
     assert est.text() in (REPO / "docs" / "aws.md").read_text(), "paste `raytrain-tutorial cost --target aws`"
     readme = README.read_text()
     aws = readme[readme.index("## Run it on AWS") : readme.index("## Where to go next")]
-    assert est.line() in aws and "-f profiles/aws-article.yaml" in aws
+    assert "-f profiles/aws-article.yaml" in aws
+    # "Run the source article" quotes what `cost -f profiles/aws-article.yaml` prints for that profile
+    article = loading.load(
+        REPO / "env.yaml",
+        files=[REPO / "profiles" / "aws-article.yaml"],
+        environ={},
+        check_installed_ray=False,
+        storage_path="",
+    )
+    line = walkthrough.estimate(article, today=dt.date(2026, 12, 4)).line()
+    assert line in aws, f"the README's cost under 'Run the source article' must read: {line}"
+    assert line != est.line()

@@ -2,12 +2,18 @@
 
 Minutes of cluster per notebook and their price (:mod:`raytrain_helpers.plan.walkthrough`), for the settings given
 (``-f profiles/aws-article.yaml``, ``-p gpu_node_count 4``...) whatever their target: the aws group is priced.
+Estimating needs no bucket: a ``train.storage_path`` that is still a placeholder (the article's profile ships
+``s3://<your-bucket>/raytrain``) or not a valid bucket is left out of the estimate, with a note on stderr, instead of
+refusing the command; every command that creates or runs something still refuses it.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
+from ..core.settings import Settings
+from ..core.validation import ConfigError
 from ..plan import walkthrough
 from .args import add_settings_args, settings_from_args
 
@@ -27,8 +33,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+#: The note printed when the estimate was made without the settings' storage path.
+NO_BUCKET_NOTE = (
+    "note: train.storage_path is not a bucket yet; the estimate needs none (S3 is not priced). Set it before "
+    "`run`: -p storage_path s3://YOUR-BUCKET/raytrain"
+)
+
+
+def settings_without_bucket(args: argparse.Namespace) -> tuple[Settings, bool]:
+    """The settings the arguments ask for, and whether their storage path had to be left out: when the only
+    problem is ``train.storage_path`` (a placeholder, a bad bucket name), the settings without it (empty)."""
+    try:
+        return settings_from_args(args), False
+    except ConfigError as e:
+        if "train.storage_path" not in str(e):
+            raise
+        try:
+            return settings_from_args(args, storage_path=""), True
+        except ConfigError:
+            raise e from None
+
+
 def _run(args: argparse.Namespace) -> int:
-    est = walkthrough.estimate(settings_from_args(args), args.prices)
+    settings, no_bucket = settings_without_bucket(args)
+    est = walkthrough.estimate(settings, args.prices)
     if args.json:
         print(est.to_json())
     elif args.line:
@@ -39,4 +67,6 @@ def _run(args: argparse.Namespace) -> int:
             print("sources:")
             for s in est.sources():
                 print(f"  {s}")
+    if no_bucket:
+        print(NO_BUCKET_NOTE, file=sys.stderr)
     return 0 if est.usd is not None else 1

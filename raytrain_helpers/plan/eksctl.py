@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.settings import Settings
 from . import render
+from .walkthrough import ALLOWANCES
 
 SYSTEM_NODEGROUP = "system"
 #: EC2's ``ReservationType`` of a Capacity Block for ML (botocore's ec2 model: ``default`` | ``capacity-block``).
@@ -167,7 +168,8 @@ def _decide_cluster(settings: Settings, status: str, azs: list[str], cluster_fil
             CREATE_CLUSTER,
             f"create EKS cluster {a.cluster_name} {a.k8s_version} in {a.region} (AZs {', '.join(azs)}; VPC, "
             f"private subnets, one NAT gateway, OIDC, add-ons) with node group '{SYSTEM_NODEGROUP}' "
-            f"({a.system_node_count} x {a.system_node_type}) - about 15-20 min: eksctl create cluster -f "
+            f"({a.system_node_count} x {a.system_node_type}) - up to {ALLOWANCES['cluster'][0]:.0f} min, estimated: "
+            f"eksctl create cluster -f "
             f"{cluster_file}",
         )
     elif status in IN_PROGRESS:
@@ -234,7 +236,8 @@ def _create_gpu_description(settings: Settings, gpu_az: str, gpu_file: Path) -> 
     a = settings.aws
     return (
         f"create GPU node group '{a.gpu_nodegroup_name}' ({a.gpu_node_count} x {a.gpu_node_type}, EFA) in "
-        f"{gpu_az} - about 5-10 min: eksctl create nodegroup -f {gpu_file} --install-nvidia-plugin=false"
+        f"{gpu_az} - up to {ALLOWANCES['gpu_nodegroup'][0]:.0f} min, estimated: eksctl create nodegroup -f {gpu_file} "
+        "--install-nvidia-plugin=false"
         + (f", in capacity reservation {a.capacity_reservation_id}" if a.capacity_reservation_id else "")
         + (" (a Capacity Block)" if a.capacity_reservation_type == CAPACITY_BLOCK else "")
     )

@@ -1,6 +1,15 @@
-"""The FSDP memory plan: parameters, sharded state, gathered layers, activations and logits per device.
+"""The FSDP memory plan: parameters, sharded state, gathered layers, the gathered root, activations and logits
+per device.
 
 Pure computation from a model config (a preset or a config.json), the world size and the batch shape.
+
+The job calls ``fully_shard`` on every decoder layer, then on the whole model (the *root* unit: what no layer
+holds, the embeddings, the final norm and the output layer, tied to the embeddings in Qwen2.5). Each layer's
+weights are gathered before it runs forward, freed after it, and gathered again before its backward. The root's
+are not: PyTorch's ``fully_shard`` documents that ``reshard_after_forward=None`` (the default) means ``False`` for
+the root, which keeps its unsharded parameters from the forward pass until the backward pass begins (PyTorch
+2.13, ``torch.distributed.fsdp.fully_shard`` docstring). So the plan counts the root's weights, gathered in the
+compute dtype, for the whole step.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class MemoryPlan:
     state_total_gib: float
     state_per_device_gib: float
     gathered_layers_gib: float  # unsharded layers held during forward/backward (prefetch of 2)
+    gathered_root_gib: float  # the root unit (embeddings, final norm, untied output layer) unsharded all step
     activations_gib: float  # per device, no activation checkpointing
     logits_gib: float  # per device
     peak_per_device_gib: float
@@ -80,6 +90,7 @@ class MemoryPlan:
                 f"{hb(self.state_total_gib * g)} total, {hb(self.state_per_device_gib * g)} per device",
             ),
             ("gathered layers (prefetch 2)", hb(self.gathered_layers_gib * g)),
+            ("gathered root (held forward to backward)", hb(self.gathered_root_gib * g)),
             ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
             ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
@@ -109,6 +120,7 @@ def memory_plan(
     state_total = p * state_bpp / GIB
     compute_bytes = 2 if on_gpu else 4
     gathered = 2 * n["per_layer"] * compute_bytes / GIB
+    root = (n["embedding"] + n["final_norm"] + n["lm_head"]) * compute_bytes / GIB
     h, v, i = model_cfg["hidden_size"], model_cfg["vocab_size"], model_cfg["intermediate_size"]
     kv = model_cfg["num_key_value_heads"] * (model_cfg.get("head_dim") or h // model_cfg["num_attention_heads"])
     tokens = batch_size * seq_len
@@ -126,7 +138,7 @@ def memory_plan(
     logits = tokens * v * (compute_bytes + 4 + 4 + 4) / GIB
     if kernels == "liger":  # fused linear cross-entropy: no logits tensor, one chunk of them at a time
         logits = fused_ce_bytes(tokens, h, v) / GIB
-    peak = state_total / world_size + gathered + activations + logits
+    peak = state_total / world_size + gathered + root + activations + logits
     fits = None if device_mem_gib is None else peak <= 0.9 * device_mem_gib
     plan = MemoryPlan(
         preset=preset,
@@ -139,6 +151,7 @@ def memory_plan(
         state_total_gib=state_total,
         state_per_device_gib=state_total / world_size,
         gathered_layers_gib=gathered,
+        gathered_root_gib=root,
         activations_gib=activations,
         logits_gib=logits,
         peak_per_device_gib=peak,

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 from ..core.settings import Settings
-from ..plan import cost
+from ..plan import cost, walkthrough
 from ..targets import for_settings
 
 
-def describe(settings: Settings, *, brief: bool = False, minutes: float | None = None) -> None:
+def describe(
+    settings: Settings, *, brief: bool = False, minutes: float | None = None, notebook: str | None = None
+) -> None:
     """A short summary of what the settings ask for (first cell of every notebook).
 
     ``brief``: two lines (target, run, where it runs; the aws stack's hourly cost) for the chapters after 01,
-    which prints the full summary and the price table once; ``minutes``: the chapter's time on aws, priced.
+    which prints the full summary and the price table once; ``notebook`` ("02".."08"): the chapter whose minutes on
+    aws the walkthrough estimate allows (:func:`.walkthrough.chapter_minutes`, for these settings), priced;
+    ``minutes`` instead gives them directly.
     """
+    if notebook is not None:
+        minutes = walkthrough.chapter_minutes(settings, notebook)
     t = settings.train
     target = for_settings(settings)
     line = f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}"
     if brief:
         per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
-        share = f"; this chapter's {minutes:g} min about USD {per_hour * minutes / 60:.2f}" if minutes else ""
+        share = f"; this chapter about {minutes:.0f} min, USD {per_hour * minutes / 60:.2f}" if minutes else ""
         print(line)
-        print(f"on aws: the stack costs USD {per_hour:.2f}/h{share} (01 prints the price table)")
+        print(f"on aws, estimated: the stack USD {per_hour:.2f}/h{share} (01 prints both tables)")
         return
     print(line)
     print(

@@ -48,7 +48,7 @@ def test_every_chapter_opens_the_same_way_and_ends_with_troubleshooting(notebook
         if name == "01_capacity":  # the full summary and the price table once; a one-line reminder after
             assert "cost_note(cfg" in nb.cells[3].source, name
         else:
-            assert "describe(cfg, brief=True, minutes=" in nb.cells[2].source, name
+            assert f'describe(cfg, brief=True, notebook="{name[:2]}")' in nb.cells[2].source, name
             assert not any("cost_note(" in c.source for c in nb.cells), name
         sections = [c.source for c in nb.cells if c.cell_type == "markdown" and re.match(r"## \d+\. ", c.source)]
         assert len(sections) >= 2, name

@@ -26,6 +26,16 @@ WRONG = [
     ("06_verify", "`kubectl logs` of each worker pod)", "a pod's stdout does not carry the workers' lines"),
     ("06_verify", "several times slower", "the slowdown depends on the link; the article says a fraction"),
     ("08_teardown", "check the account and region in the first lines", "no account is printed there"),
+    ("04_kuberay", "the operator recreates the worker pods", "KubeRay 1.7 recreates pods only with upgradeStrategy"),
+    ("01_capacity", "set `gpus_per_node: 8`", "the settings form has no gpus_per_node field"),
+    ("03_plugins", "name=nvidia-device-plugin-ds", "the NVIDIA chart labels its pods app.kubernetes.io/name"),
+    ("05_train", "never holds more than a block or two", "the root unit stays gathered from forward to backward"),
+    ("05_train", "save little memory", "root-only sharding still shards gradients and optimizer state"),
+    ("05_train", "33-39 %", "no source; the project's measured MFU is in benchmarks/results"),
+    ("05_train", "about 30 s on aws", "nothing was timed on aws: an estimate says so"),
+    ("02_cluster", "`withOIDC` and the `eks-pod-identity-agent` add-on let", "OIDC is for IRSA, not Pod Identity"),
+    ("03_plugins", "2-5 minutes on aws", "the aws times are the walkthrough's estimates"),
+    ("04_kuberay", "up to 30-40 minutes the first time", "the aws times are the walkthrough's estimates"),
 ]
 
 
@@ -88,3 +98,83 @@ def test_every_chapter_ends_with_exercises_a_recap_and_the_docs(name):
     links = re.findall(r"\]\((https?://[^)\s]+)\)", tail[tail.index("**Learn more**") :])
     assert len(links) >= 2 and all(u.startswith(PRIMARY_DOCS) for u in links), (name, links)
     assert "```{code-cell}" not in tail, f"{name}: the exercises are prose only (no new code cell)"
+
+
+#: Prose that names a part of the output it follows: a column (`X` column, column `X`, the `X` and `Y` columns), a
+#: row (the row *X*, *X* row), or the verdict line (the verdict (`X` / the verdict: `X`). Each named part must be in
+#: the output the prose reads (the committed output of the code cells just before it).
+NAMED = re.compile(
+    r"`([^`\n]+)`(?: and `([^`\n]+)`)? columns?\b|\bcolumns? `([^`\n]+)`"
+    r"|\brows? \*([^*\n]+)\*|\*([^*\n]+)\* rows?\b"
+    r"|\bverdict:? \(?`([^`\n]+)`"
+)
+#: A sentence about another target or case than the committed run (executed on local CPU workers) is not checked.
+OTHER_CASE = re.compile(r"\baws\b|\bEKS\b|\blocal GPUs\b|\bfail|\bFAIL\b|\bwhen\b", re.I)
+
+
+def named_but_not_shown(cells: list[tuple[str, str]], checked: list[str] | None = None) -> list[str]:
+    """``cells``: (kind, text) in order, where a code cell's text is its output. The parts the prose after a code
+    cell names (columns, rows, the verdict) that its output does not contain, as "name | sentence"; every part
+    looked at is appended to ``checked``."""
+    missing, shown = [], None
+    checked = [] if checked is None else checked
+    for kind, text in cells:
+        if kind == "code":
+            shown = text or None  # a cell without committed output (nbval-ignore-output) is not checked
+            continue
+        if shown is None:
+            continue
+        for sentence in re.split(r"(?<=[.;])\s+", text):
+            if OTHER_CASE.search(sentence):
+                continue
+            for m in NAMED.finditer(sentence):
+                checked += [g for g in m.groups() if g]
+                missing += [f"{g} | {' '.join(sentence.split())[:100]}" for g in m.groups() if g and g not in shown]
+    return missing
+
+
+def _outputs(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        data = out.get("data") or {}
+        text = out.get("text") or data.get("text/plain") or data.get("text/html") or ""
+        parts.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(parts)
+
+
+def test_a_named_part_missing_from_the_output_is_caught():
+    cells = [("code", "| node | train slots |\nverdict: OK"), ("markdown", "The `memory` column counts bytes.")]
+    assert named_but_not_shown(cells) == ["memory | The `memory` column counts bytes."]
+    cells[1] = ("markdown", "The `train slots` column, the row *node*, and the verdict (`OK`).")
+    assert named_but_not_shown(cells) == []
+    cells[1] = ("markdown", "On aws the `GPU` column counts GPUs.")  # another target: not this output
+    assert named_but_not_shown(cells) == []
+
+
+def _prose_and_outputs(build, name: str) -> list[tuple[str, str]]:
+    """The text source's cells of a chapter, each code cell replaced by the committed output of the same code."""
+    import nbformat
+
+    committed = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    outputs = {c.source: _outputs(c) for c in committed.cells if c.cell_type == "code"}
+    source = build.read_source(SOURCES / f"{name}.md")
+    return [
+        ("code", outputs.get(c.source, "")) if c.cell_type == "code" else ("markdown", c.source) for c in source.cells
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SOURCES.glob("*.md")))
+def test_prose_names_only_what_the_output_before_it_shows(build, name):
+    """What a chapter's prose says a table shows (a column, a row, the verdict) is in that table, for the run the
+    committed notebook holds (the text source's prose against the committed outputs of the same code cells)."""
+    missing = named_but_not_shown(_prose_and_outputs(build, name))
+    assert not missing, missing
+
+
+def test_the_named_parts_check_reads_something(build):
+    """Across the chapters some prose names a column, a row or a verdict of the output before it: the check above
+    is not vacuous."""
+    checked: list[str] = []
+    for p in sorted(SOURCES.glob("*.md")):
+        named_but_not_shown(_prose_and_outputs(build, p.stem), checked)
+    assert len(checked) >= 3, checked

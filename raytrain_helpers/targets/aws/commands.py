@@ -17,7 +17,7 @@ import shlex
 from typing import Any
 
 from ...core.config import Settings
-from ...core.constants import DASHBOARD_PORT, LOOPBACK
+from ...core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, LOOPBACK
 from ...plan import manifests, plugins, raycluster
 from ..job_commands import Commands, benchmark_commands, quote, train_commands
 from . import equivalents
@@ -199,6 +199,23 @@ def job_address(settings: Settings) -> tuple[str, Commands]:
     return f"http://{LOOPBACK}:{DASHBOARD_PORT}", [forward]
 
 
+def exec_submit(settings: Settings) -> Commands:
+    """The source article's way to submit, beside the port-forward: copy the job's code into the head pod and run
+    ``ray job submit`` there, against the Jobs API on the pod's own loopback (no port leaves the cluster)."""
+    k = settings.kubernetes
+    head = f"-l ray.io/cluster={k.ray_cluster_name},ray.io/node-type=head"
+    src = f"runs/{settings.run_name}/job_src/MARKER"
+    return [
+        (
+            "or, as the source article does: the code copied into the head pod, submitted from there",
+            f"HEAD=$(kubectl -n {k.namespace} get pods {head} -o name | cut -d/ -f2) && "
+            f"kubectl -n {k.namespace} cp {src} $HEAD:/tmp/raytrain-job && "
+            f"kubectl -n {k.namespace} exec $HEAD -- ray job submit --address http://{LOOPBACK}:{DASHBOARD_PORT} "
+            f"--working-dir /tmp/raytrain-job -- python -m {ENTRYPOINT_MODULE} --config job_config.json",
+        )
+    ]
+
+
 def verify_commands(settings: Settings) -> Commands:
     k = settings.kubernetes
     workers = f"-l ray.io/cluster={k.ray_cluster_name},ray.io/node-type=worker"
@@ -236,7 +253,7 @@ def teardown_commands(settings: Settings) -> Commands:
 def equivalent_commands(settings: Settings, step: str) -> Commands:
     """The aws commands of one step (``targets.base.COMMAND_STEPS``), with these settings' values."""
     if step == "train":
-        return train_commands(settings, *job_address(settings))
+        return train_commands(settings, *job_address(settings)) + exec_submit(settings)
     if step == "benchmark":
         forced = next(v["env"] for v in benchmark_variants(settings) if v["expect"] == "socket")
         return benchmark_commands(settings, *job_address(settings), forced)

@@ -86,3 +86,24 @@ def test_config_render_and_cost_take_the_profile(tmp_path, monkeypatch, capsys):
     assert cli.main(["cost", *profile, *BUCKET, "--line"]) == 0
     s = load_article(storage_path="s3://my-checkpoints/raytrain")
     assert capsys.readouterr().out.strip() == walkthrough.estimate(s).line()
+
+
+def test_cost_prices_the_article_profile_without_a_bucket(tmp_path, monkeypatch, capsys):
+    """Estimating needs no bucket: `cost -f profiles/aws-article.yaml` prices the profile as it ships (its
+    storage_path a placeholder), says on stderr that the bucket is still to set, and gives the same figure as with
+    a bucket; a command that would use the bucket still refuses, and any other bad setting still stops `cost`."""
+    monkeypatch.chdir(tmp_path)
+    for var in [v for v in __import__("os").environ if v.startswith("RAYTRAIN_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("RAYTRAIN_ENV_FILE", str(REPO / "env.yaml"))
+    profile = ["-f", "profiles/aws-article.yaml"]
+    assert cli.main(["cost", *profile, "--line"]) == 0
+    got = capsys.readouterr()
+    assert got.out.strip() == walkthrough.estimate(load_article(storage_path="s3://my-checkpoints/raytrain")).line()
+    assert "storage_path is not a bucket yet" in got.err and "-p storage_path s3://YOUR-BUCKET" in got.err
+    assert cli.main(["cost", *profile, "--json"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["usd"] > 0  # stdout stays JSON
+    assert cli.main(["config", *profile]) == 2
+    assert "placeholder" in capsys.readouterr().err
+    assert cli.main(["cost", *profile, "-p", "region", "nowhere"]) == 2
+    assert "aws.region" in capsys.readouterr().err

@@ -37,3 +37,23 @@ def test_plan_shards_with_world_size_and_flags_too_big():
     assert p8.peak_per_device_gib < p1.peak_per_device_gib
     with pytest.raises(ValueError):
         memory.memory_plan(q, world_size=0, batch_size=1, seq_len=8, on_gpu=True)
+
+
+def test_the_root_units_gathered_weights_are_in_the_plan():
+    """The job shards every decoder layer, then the root; what the root unit holds (the parameters outside every
+    layer: embeddings, final norm, the output layer tied to them) stays gathered from forward to backward (the
+    root's reshard_after_forward is False), so the plan counts it, in the compute dtype, in the peak."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    q = config.PRESETS["qwen2.5-1.5b"]
+    with torch.device("meta"):
+        m = Qwen2ForCausalLM(Qwen2Config(**q))
+    in_layers = {id(p) for layer in m.model.layers for p in layer.parameters()}
+    root_params = sum(p.numel() for p in m.parameters() if id(p) not in in_layers)
+    assert 0.23e9 < root_params < 0.24e9  # about 233 M: the tied 151,936 x 1,536 embedding and the final norm
+    plan = memory.memory_plan(q, world_size=8, batch_size=1, seq_len=2048, on_gpu=True)
+    assert plan.gathered_root_gib == pytest.approx(root_params * 2 / memory.GIB)  # bf16
+    rest = plan.state_per_device_gib + plan.gathered_layers_gib + plan.activations_gib + plan.logits_gib
+    assert plan.peak_per_device_gib == pytest.approx(rest + plan.gathered_root_gib)
+    assert any(label.startswith("gathered root") for label, _ in plan.rows())

@@ -31,7 +31,8 @@ def test_the_defaults_cost_what_the_hourly_estimate_says_for_their_minutes():
     assert hourly == pytest.approx(2 * 4.6016 + 0.2016 + 0.10 + 0.045)
     assert [p.notebook for p in est.phases] == ["01", "02", "03", "04", "05", "06", "07", "08"]
     assert est.phases[0].minutes == 0  # 01 creates nothing billed
-    assert 100 <= est.minutes <= 110  # the tiny preset trains in milliseconds: the fixed allowances dominate
+    assert 155 <= est.minutes <= 165  # the tiny preset trains in milliseconds: the fixed allowances dominate
+    assert sum(p.notebook in ("02", "04") for p in est.phases if "image pull" in p.what) == 2  # a pull per node kind
     assert est.usd == pytest.approx(hourly * est.minutes / 60)
     assert f"about {est.minutes:.0f} minutes" in est.line() and f"USD {est.usd:.2f}" in est.line()
     assert all(p.source for p in est.phases), "every figure names its source"

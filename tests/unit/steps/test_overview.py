@@ -22,7 +22,21 @@ def test_brief_is_two_lines_with_the_run_and_the_hourly_cost(settings, capsys):
     assert len(lines) == 2 and max(len(line) for line in lines) <= MAX_WIDTH, lines
     assert f"run {settings.run_name}" in lines[0] and f"USD {per_hour:.2f}/h" in lines[1]
     rt.describe(settings, brief=True, minutes=30)
-    assert f"30 min about USD {per_hour / 2:.2f}" in capsys.readouterr().out
+    assert f"about 30 min, USD {per_hour / 2:.2f}" in capsys.readouterr().out
+
+
+def test_a_chapter_prices_its_row_of_the_walkthrough_estimate(settings, capsys):
+    """notebook="04": the minutes come from the walkthrough estimate (the one source of the chapters' aws times),
+    and the line says they are estimated."""
+    from raytrain_helpers.plan import walkthrough
+
+    rt.describe(settings, brief=True, notebook="04")
+    lines = capsys.readouterr().out.splitlines()
+    minutes = walkthrough.chapter_minutes(settings, "04")
+    per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
+    assert minutes == walkthrough.ALLOWANCES["kuberay"][0] + walkthrough.IMAGE_PULL_MIN
+    assert f"about {minutes:.0f} min, USD {per_hour * minutes / 60:.2f}" in lines[1] and "estimated" in lines[1]
+    assert max(len(line) for line in lines) <= MAX_WIDTH, lines
 
 
 def test_full_summary_names_the_model_and_the_versions(settings, capsys):

@@ -18,6 +18,7 @@ from typing import Any
 
 from ....clients import kubernetes as kube
 from ....core.config import Settings
+from ....plan import walkthrough
 from ....plan.kube_objects import PART_OF, PART_OF_LABEL, phase_of, pod_problem
 from ....plan.raycluster import render_namespace
 from . import bucket as storage
@@ -26,8 +27,9 @@ from . import identity
 
 #: The check pod's name (in the tutorial's namespace).
 POD_NAME = "raytrain-storage-check"
-#: How long the pod may take to start: the first pull of the multi-GB DLC image on the system node.
-START_TIMEOUT_S = 30 * 60
+#: How long the pod may take to start: the first pull of the multi-GB DLC image on the system node (the walkthrough
+#: estimate budgets the same).
+START_TIMEOUT_S = int(walkthrough.IMAGE_PULL_MIN * 60)
 POLL_S = 5.0
 
 

@@ -91,3 +91,20 @@ def test_02_and_08_type_what_the_aws_equivalents_say_in_their_order(tmp_path):
         assert [_json_normal(a) for a in found] == [_json_normal(e) for e in expected], step
         assert any(a[:3] == ["aws", "eks", "create-pod-identity-association"] for a in found) == (step == "cluster")
         assert any(a[:3] == ["aws", "iam", "delete-role"] for a in found) == (step == "teardown")
+
+
+def test_the_source_articles_submission_stands_beside_the_port_forward(tmp_path):
+    """05 on aws: the port-forward and `ray job submit` from this machine, and beside them the source article's way,
+    the code copied into the head pod (selected by KubeRay's own labels) and submitted there to the pod's own Jobs
+    API, with the same entrypoint."""
+    s = make_settings(tmp_path)
+    pairs = commands.equivalent_commands(s, "train")
+    forward = _by_purpose(pairs, "Jobs API of the head")
+    assert forward.startswith(f"kubectl -n {s.kubernetes.namespace} port-forward svc/")
+    local = _by_purpose(pairs, "submit the job")
+    article = _by_purpose(pairs, "source article")
+    head = f"-l ray.io/cluster={s.kubernetes.ray_cluster_name},ray.io/node-type=head"
+    assert head in article and "kubectl -n" in article and " cp runs/" in article
+    exec_part = article[article.index(" exec $HEAD -- ") :]
+    assert "ray job submit --address http://127.0.0.1:8265 --working-dir /tmp/raytrain-job" in exec_part
+    assert local.split(" -- ", 1)[1] == exec_part.split(" -- ", 2)[2]  # the same entrypoint and config
