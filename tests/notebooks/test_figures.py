@@ -13,7 +13,8 @@ import pytest
 
 from raytrain_helpers.core import loading
 from raytrain_helpers.plan import walkthrough
-from raytrain_helpers.targets.aws import kuberay, storage_gate
+from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
+from raytrain_helpers.targets.aws.storage import gate as storage_gate
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = REPO / "notebooks" / "src"
