@@ -3,8 +3,8 @@ step, a second fit of the same run that resumes from the latest one, and the exp
 
 Collected only where it is named (``test_image_versions.py`` runs it with the image's package versions): the
 suite's own training runs are the integration tests on the session's cluster. Here Ray starts in this process
-(``ray.init``, no dashboard), one CPU worker trains, and the worker reports which transformers and pydantic it
-imported.
+(``ray.init``, no dashboard, token authentication on), one CPU worker trains, and the worker reports which
+transformers and pydantic it imported.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def test_a_short_run_checkpoints_resumes_from_its_checkpoint_and_exports(tmp_pat
     # as the job's environment has it (steps/train.py: worker_env): the controller sees each step's report sooner
     monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     monkeypatch.setenv("RAY_prestart_worker_first_driver", "0")  # no idle worker started beside the trainer's
+    # Ray reads its token settings when it is imported: the caller's environment carries them
+    assert os.environ.get("RAY_AUTH_MODE") == "token" and os.path.isfile(os.environ["RAY_AUTH_TOKEN_PATH"])
     torch.manual_seed(0)
     model_mod.build_random(SMALL_MODEL, "cpu").save_pretrained(tmp_path / "src")
     cfg = job_cfg(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import secrets
 import subprocess
 import sys
 
@@ -83,6 +84,11 @@ def test_the_jobs_tests_pass_with_the_images_package_versions(tmp_path):
     # a Ray of its own (never the session's cluster), and none of this pytest's own settings
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "PYTEST_", "RAYTRAIN_"))}
     env.update(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), RAYTRAIN_IMAGE_REPORT=str(report))
+    # Ray's token authentication, as on every cluster the tutorial starts: a fresh token, its file 0600
+    token = tmp_path / "ray-token"
+    with os.fdopen(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(secrets.token_hex(32))
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider"]
     cmd += ["-p", "tests.unit.worker.image_site", *SELECTED]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
