@@ -96,4 +96,7 @@ def efficiency(run: Any) -> Shown:
     mfu = [r.get("mfu") for r in getattr(run, "ranks", None) or []]
     per_rank = ", ".join(f"{m:.0%}" for m in mfu) if mfu and all(m is not None for m in mfu) else "n/a (CPU workers)"
     batch = cfg.batch_size if cfg else None
-    return Shown(f"batch {batch} per worker, kernels {ran_kernels(run)}; MFU per rank: {per_rank}")
+    ran = ran_kernels(run)
+    if cfg and cfg.planned_kernels == "liger" and ran == "none" and mfu:
+        ran = "none (planned: liger; the workers fell back, their [kernels] log line says why)"
+    return Shown(f"batch {batch} per worker, kernels {ran}; MFU per rank: {per_rank}")

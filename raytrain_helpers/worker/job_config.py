@@ -3,25 +3,24 @@
 The notebook side builds it from the settings (``steps/train.py: job_config``); the job's driver on the head reads it
 back (:meth:`JobConfig.from_json`) and hands it to every worker, which reads ``cfg.steps``, ``cfg.seq_len``... A
 misspelt, missing or ill-typed key is an error naming the key where the config is built or read, before the job is
-submitted, not a ``KeyError`` on a worker. Every field is documented by the string literal under it
-(:func:`field_docs` reads them). :class:`TypedConfig` holds what such a config does (the transport check's job has
-one too: ``worker/transport.py: CheckConfig``).
+submitted, not a ``KeyError`` on a worker. Every field is documented by the string literal under it.
 
-Runs in the job as well: standard library only.
+The configs are pydantic v2 models (pydantic is in Ray's own requirements, so in every Ray image): strict types
+(``int`` is no ``bool``, ``"8"`` is no ``int``), unknown keys forbidden, frozen, each field's docstring its
+``description`` (``use_attribute_docstrings``). :class:`TypedConfig` adds the messages that name the key and the
+fix, and the JSON round trip of ``job_config.json`` (the transport check's job has a config too:
+``worker/transport.py: CheckConfig``).
 """
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import difflib
-import inspect
 import json
-import textwrap
 import types
 import typing
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 Self = TypeVar("Self", bound="TypedConfig")
 
@@ -30,29 +29,28 @@ class JobConfigError(ValueError):
     """A job config that is not one: an unknown or missing key, or a value of the wrong type (the message names it)."""
 
 
-class TypedConfig:
-    """What a job's config does, for the frozen dataclasses that subclass it (:class:`JobConfig`, the transport
-    check's): check its values' types, write its JSON, and read JSON back refusing unknown and missing keys."""
+class TypedConfig(BaseModel):
+    """What a job's config does, for the models that subclass it (:class:`JobConfig`, the transport check's): refuse
+    unknown keys and values of the wrong type naming the key and the fix, write its JSON, read JSON back."""
+
+    # strict: no coercion ("8" is no int, True is no int; an int is a float); frozen: a config is a value (copies
+    # with changes: replace()); the docstring under each field is its description
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
     #: what the error messages call it
-    WHAT = "config"
+    WHAT: ClassVar[str] = "config"
     #: values for required keys missing from a config recorded by an earlier version (see :meth:`from_dict`)
-    RECORDED: dict[str, Any] = {}
+    RECORDED: ClassVar[dict[str, Any]] = {}
 
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _accepts(hints[f.name], value):
-                kind, doc = _hint_name(hints[f.name]), _first_sentence(field_docs(type(self)).get(f.name, ""))
-                raise JobConfigError(
-                    f"{self.WHAT}: {f.name} = {value!r} is not of type {kind}. Fix: give {f.name} a value of that "
-                    f"type ({doc})"
-                )
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise JobConfigError(_explain(type(self), e, values)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """The config as the JSON object ``job_config.json`` holds (one key per field)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return self.model_dump()
 
     def to_json(self) -> str:
         """``job_config.json``'s text; raises :class:`JobConfigError` naming the first value that would not read
@@ -71,7 +69,7 @@ class TypedConfig:
         return json.dumps(d, indent=2)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> Self:
+    def from_dict(cls: type[Self], d: dict[str, Any], *, recorded: bool = False) -> Self:
         """The config of a ``job_config.json`` object. Unknown and missing keys are errors naming them.
 
         ``recorded``: the config an earlier run recorded, read back for display (``runs/<run>/job.json``, a staged
@@ -79,27 +77,13 @@ class TypedConfig:
         with what such a job ran with (``RECORDED``, then the fields' defaults)."""
         if not isinstance(d, dict):
             raise JobConfigError(f"{cls.WHAT}: expected a JSON object, got {type(d).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in d if k not in names]
-        if unknown and not recorded:
-            k = unknown[0]
-            close = difflib.get_close_matches(k, names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise JobConfigError(f"{cls.WHAT}: unknown key {k!r}: {hint}Fix: use the keys of {cls.__name__}: {names}")
-        values = {k: v for k, v in d.items() if k in names}
         if recorded:
-            values = {**{k: v for k, v in cls.RECORDED.items() if k not in values}, **values}
-        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
-        missing = [k for k in required if k not in values]
-        if missing:
-            k = missing[0]
-            raise JobConfigError(
-                f"{cls.WHAT}: missing key {k!r} ({_first_sentence(field_docs(cls).get(k, ''))}). Fix: set {k}"
-            )
-        return cls(**values)
+            d = {**{k: v for k, v in cls.RECORDED.items() if k not in d}, **d}
+            d = {k: v for k, v in d.items() if k in cls.model_fields}
+        return cls(**d)
 
     @classmethod
-    def from_json(cls, text: str) -> Self:
+    def from_json(cls: type[Self], text: str) -> Self:
         """The config of ``job_config.json``'s text (see :meth:`from_dict`)."""
         try:
             d = json.loads(text)
@@ -108,7 +92,7 @@ class TypedConfig:
         return cls.from_dict(d)
 
     @classmethod
-    def from_record(cls, d: dict[str, Any] | None) -> Self | None:
+    def from_record(cls: type[Self], d: dict[str, Any] | None) -> Self | None:
         """The config an earlier run recorded, or None when there is none or it cannot be read (display only)."""
         if not d:
             return None
@@ -117,12 +101,12 @@ class TypedConfig:
         except JobConfigError:
             return None
 
-    def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` (checked like the constructor: an unknown field is a ``TypeError`` naming it)."""
-        return dataclasses.replace(self, **changes)
+    def replace(self: Self, **changes: Any) -> Self:
+        """A copy with ``changes``, checked like the constructor (an unknown field or a value of the wrong type is a
+        :class:`JobConfigError` naming it)."""
+        return type(self)(**{**self.to_dict(), **changes})
 
 
-@dataclass(frozen=True, kw_only=True)
 class JobConfig(TypedConfig):
     """What the training job runs: the run, the model, the data, the optimizer, checkpoints and where they go."""
 
@@ -183,11 +167,11 @@ class JobConfig(TypedConfig):
     """torch threads of a CPU worker (several workers share a machine's cores)."""
 
     #: what the error messages call it
-    WHAT = "job config"
+    WHAT: ClassVar[str] = "job config"
     #: what a job ran with when its recorded config predates a required key (see :meth:`from_dict`): jobs before
     #: ``train.data`` trained on random tokens and exported nothing; the other keys added since then default to
     #: what those jobs did (no evaluation, no kernels)
-    RECORDED = {"data": "random", "export": False}
+    RECORDED: ClassVar[dict[str, Any]] = {"data": "random", "export": False}
 
 
 def uses_gpu(use_gpu: bool | str, cluster_resources: dict[str, float]) -> bool:
@@ -198,35 +182,28 @@ def uses_gpu(use_gpu: bool | str, cluster_resources: dict[str, float]) -> bool:
     return bool(use_gpu)
 
 
-def field_docs(cls: type = JobConfig) -> dict[str, str]:
-    """``{field: docstring}``: the string literal under each field of the dataclass ``cls``, on one line."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
-                if isinstance(after.value.value, str):
-                    docs[node.target.id] = " ".join(after.value.value.split())
-    return docs
+def field_docs(cls: type[TypedConfig] = JobConfig) -> dict[str, str]:
+    """``{field: docstring}``: the string literal under each field of the config ``cls``, on one line."""
+    return {name: " ".join((f.description or "").split()) for name, f in cls.model_fields.items()}
 
 
-def _accepts(hint: Any, value: Any) -> bool:
-    """Whether ``value`` is of the field type ``hint`` (the types a JSON object holds; ``int`` is no ``bool``)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_accepts(a, value) for a in typing.get_args(hint))
-    if origin is Literal:
-        return any(value == a and type(value) is type(a) for a in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is dict:
-        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
-    return isinstance(value, hint)
+def _explain(cls: type[TypedConfig], error: ValidationError, values: dict[str, Any]) -> str:
+    """pydantic's first error as a line that names the key and the fix."""
+    names = list(cls.model_fields)
+    first = error.errors()[0]
+    key = str(first["loc"][0]) if first["loc"] else ""
+    doc = _first_sentence(field_docs(cls).get(key, ""))
+    if first["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"{cls.WHAT}: unknown key {key!r}: {hint}Fix: use the keys of {cls.__name__}: {names}"
+    if first["type"] == "missing":
+        return f"{cls.WHAT}: missing key {key!r} ({doc}). Fix: set {key}"
+    kind = _hint_name(cls.model_fields[key].annotation) if key in cls.model_fields else "?"
+    return (
+        f"{cls.WHAT}: {key} = {values.get(key)!r} is not of type {kind} ({first['msg']}). Fix: give {key} a value "
+        f"of that type ({doc})"
+    )
 
 
 def _hint_name(hint: Any) -> str:

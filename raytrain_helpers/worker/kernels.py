@@ -62,16 +62,75 @@ def resolve(choice: str, *, on_gpu: bool) -> str:
 
 
 def apply(model, choice: str, *, on_gpu: bool) -> str:
-    """Patch a built Qwen2ForCausalLM in place (call it before ``fully_shard``); returns what was used."""
+    """Patch a built Qwen2ForCausalLM in place (call it before ``fully_shard``); returns what was used.
+
+    Kernels that ``auto`` chose are optional: when patching raises (a liger-kernel that does not fit this
+    transformers, a Triton error...), whatever the patch had changed is put back, a ``[kernels]`` line says why,
+    and the worker trains without them (``none``). A forced ``liger`` that cannot be applied is an error naming
+    the cause and the fix, as when it cannot be imported."""
     used = resolve(choice, on_gpu=on_gpu)
     if used == "liger":
-        from liger_kernel.transformers import apply_liger_kernel_to_qwen2
-
-        apply_liger_kernel_to_qwen2(
-            rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model
-        )
+        why = _patch_or_restore(model, _apply_liger)
+        if why is not None:
+            if choice == "liger":
+                raise KernelsUnavailable(
+                    f"train.kernels = 'liger' but applying liger-kernel to the model failed ({why}). Fix: "
+                    f"kernels: auto (falls back to none when this happens) or kernels: none"
+                )
+            print(
+                f"{FALLBACK_PREFIX}liger-kernel failed to patch the model ({why}): training without fused "
+                "kernels (train.kernels: auto -> none)",
+                flush=True,
+            )
+            used = "none"
     model.raytrain_kernels = used
     return used
+
+
+#: How a worker's log line about kernels starts (a fallback to none says why).
+FALLBACK_PREFIX = "[kernels] "
+
+
+def _apply_liger(model) -> None:
+    from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+
+    apply_liger_kernel_to_qwen2(
+        rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model
+    )
+
+
+def _patch_or_restore(model, patch) -> str | None:
+    """Run ``patch(model)``; when it raises, undo what it changed and return why (None: it worked).
+
+    A patch such as liger-kernel's changes three kinds of things: names in the model's modelling module (the
+    RMSNorm and MLP classes, the rotary function), attributes of that module's classes (the CausalLM's forward),
+    and the attributes and class of each of the model's submodules (bound forwards, norm settings). All three are
+    snapshot first and put back on failure, so a patch that stopped halfway leaves no half-patched model."""
+    import sys
+
+    mod = sys.modules.get(type(model).__module__)
+    module_names = dict(vars(mod)) if mod is not None else {}
+    classes = {c: dict(vars(c)) for c in module_names.values() if isinstance(c, type) and c.__module__ == mod.__name__}
+    instances = [(m, m.__class__, dict(vars(m))) for m in model.modules()]
+    try:
+        patch(model)
+    except Exception as e:  # noqa: BLE001 - any failure of optional kernels: put the model back
+        for m, cls, attrs in instances:
+            m.__class__ = cls
+            vars(m).clear()
+            vars(m).update(attrs)
+        for c, attrs in classes.items():
+            for k in set(vars(c)) - set(attrs):
+                delattr(c, k)
+            for k, v in attrs.items():
+                if k not in ("__dict__", "__weakref__") and vars(c).get(k) is not v:
+                    setattr(c, k, v)
+        if mod is not None:
+            for k in set(vars(mod)) - set(module_names):
+                delattr(mod, k)
+            vars(mod).update(module_names)
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def causal_lm_loss(model, ids):

@@ -23,9 +23,8 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from .job_config import JobConfigError, TypedConfig, uses_gpu
@@ -36,7 +35,6 @@ MAX_LOG_CHARS = 400_000
 VERBOSE = ("INFO", "TRACE")
 
 
-@dataclass(frozen=True, kw_only=True)
 class CheckConfig(TypedConfig):
     """What the transport check runs: its ``job_config.json`` (built by ``steps/transport.py: job_config``)."""
 
@@ -58,7 +56,7 @@ class CheckConfig(TypedConfig):
     """``torch.distributed``'s timeout of each collective, in seconds."""
 
     #: what the error messages call it
-    WHAT = "transport check config"
+    WHAT: ClassVar[str] = "transport check config"
 
 
 def bus_bandwidth(nbytes: int, seconds: float, nranks: int) -> tuple[float, float]:

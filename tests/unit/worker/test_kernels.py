@@ -53,6 +53,65 @@ def test_forced_liger_on_cpu_is_a_clear_error():
         kernels.resolve("liger", on_gpu=False)
 
 
+def _liger_that_fails_halfway(monkeypatch, error: Exception):
+    """A liger-kernel whose Qwen2 patch changes what the real one changes (a name in the modelling module, the
+    CausalLM's forward, each decoder MLP's bound forward and an RMSNorm's class), then raises ``error``."""
+    import types
+
+    from transformers.models.qwen2 import modeling_qwen2
+
+    def apply_liger_kernel_to_qwen2(*, model, **flags):
+        monkeypatch.setattr(modeling_qwen2, "apply_rotary_pos_emb", lambda *a, **k: None, raising=True)
+        modeling_qwen2.Qwen2ForCausalLM.forward = lambda self, *a, **k: None
+        for layer in model.model.layers:
+            layer.mlp.forward = types.MethodType(lambda self, x: x * 0, layer.mlp)
+        model.model.norm.__class__ = type("PatchedNorm", (type(model.model.norm),), {})
+        model.model.norm.offset = 0.0
+        raise error
+
+    pkg = types.ModuleType("liger_kernel")
+    pkg.__path__ = []
+    sub = types.ModuleType("liger_kernel.transformers")
+    sub.apply_liger_kernel_to_qwen2 = apply_liger_kernel_to_qwen2
+    monkeypatch.setitem(sys.modules, "liger_kernel", pkg)
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", sub)
+
+
+def _tiny_model(seed: int = 0):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(Qwen2Config(**PRESETS["tiny"]))
+
+
+def test_auto_kernels_that_fail_to_apply_fall_back_to_none_with_the_model_untouched(monkeypatch, capsys):
+    """An error raised inside liger-kernel's patch (not an import error) is no failed job: the worker says why in
+    a [kernels] line, trains with none, and nothing the patch had changed before it raised stays changed."""
+    import torch
+    from transformers.models.qwen2 import modeling_qwen2
+
+    forward, rotary = modeling_qwen2.Qwen2ForCausalLM.forward, modeling_qwen2.apply_rotary_pos_emb
+    _liger_that_fails_halfway(monkeypatch, RuntimeError("Triton: unsupported GPU architecture sm_75"))
+    model, twin = _tiny_model(), _tiny_model()
+    assert kernels.apply(model, "auto", on_gpu=True) == "none"
+    assert model.raytrain_kernels == "none"
+    out = capsys.readouterr().out
+    assert out.startswith(kernels.FALLBACK_PREFIX) and "RuntimeError: Triton: unsupported GPU architecture" in out
+    assert "training without fused kernels" in out
+    assert modeling_qwen2.Qwen2ForCausalLM.forward is forward and modeling_qwen2.apply_rotary_pos_emb is rotary
+    assert type(model.model.norm) is modeling_qwen2.Qwen2RMSNorm and not hasattr(model.model.norm, "offset")
+    assert all("forward" not in vars(layer.mlp) for layer in model.model.layers)
+    ids = torch.randint(0, 1024, (2, 16))
+    assert torch.equal(kernels.causal_lm_loss(model, ids), kernels.causal_lm_loss(twin, ids))
+
+
+def test_forced_liger_that_fails_to_apply_is_a_clear_error(monkeypatch):
+    _liger_that_fails_halfway(monkeypatch, TypeError("unexpected keyword argument 'model'"))
+    with pytest.raises(kernels.KernelsUnavailable, match=r"applying liger-kernel to the model failed \(TypeError"):
+        kernels.apply(_tiny_model(), "liger", on_gpu=True)
+
+
 def test_one_pin_everywhere():
     pin = kernels.LIGER_REQUIREMENT
     assert re.fullmatch(r"liger-kernel==\d+\.\d+\.\d+", pin)
