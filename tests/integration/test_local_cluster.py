@@ -13,6 +13,7 @@ from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
 from raytrain_helpers.targets.local import procs, raylets, rootdir
+from tests.conftest import AUTH_VARS
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,60 @@ def test_token_auth_end_to_end(local_settings, local_cluster):
     request = urllib.request.Request(url, headers=rayjobs.auth_headers())
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 200
+
+
+def test_a_job_without_the_token_is_refused(local_settings, local_cluster, monkeypatch):
+    """The cluster started with the default settings (the session's cluster sets no auth_mode): a job submitted
+    to its Jobs API without the token is refused, and nothing runs."""
+    from ray.job_submission import JobSubmissionClient
+
+    assert local.status(local_settings).token_auth, "the default settings start a cluster without token auth"
+    for k in AUTH_VARS:  # Ray's client adds the token from these by itself
+        monkeypatch.delenv(k, raising=False)
+    url = f"http://127.0.0.1:{local_settings.local.dashboard_port}"
+    with pytest.raises(Exception, match=r"401|[Uu]nauthori[sz]ed|authenticat"):
+        JobSubmissionClient(url).submit_job(entrypoint="touch /tmp/raytrain-token-test-ran")
+    request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": "Bearer " + "0" * 64})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(request, timeout=10)
+    assert e.value.code in (401, 403), "a wrong token was accepted"
+
+
+def _machine_address() -> str:
+    """This machine's own (non-loopback) address, as Ray finds it."""
+    from ray._private.services import get_node_ip_address
+
+    return get_node_ip_address()
+
+
+def test_what_listens_where(local_settings, local_cluster):
+    """The dashboard and Jobs API listen on 127.0.0.1 only. Ray 2.58 puts the GCS on every interface and the Ray
+    Client server on the machine's address (``ray start`` replaces a loopback node address): there a call without
+    the token is refused, one with it answered."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc, ray_client_pb2, ray_client_pb2_grpc
+
+    loc = local_settings.local
+    found = local.status(local_settings).listeners
+    dashboard = [r for r in found if r["port"] == loc.dashboard_port]
+    assert dashboard and {r["address"] for r in dashboard} == {"127.0.0.1"}, dashboard
+    assert {r["address"] for r in found if r["port"] == loc.gcs_port} <= {"*", "127.0.0.1"}
+    client_port = next(r["port"] for r in found if r["role"] == "Ray Client server")
+    token = raylets.token_path(local_settings).read_text().strip()
+    host = _machine_address()
+    calls = (
+        (loc.gcs_port, gcs_service_pb2_grpc.NodeInfoGcsServiceStub, "GetAllNodeInfo",
+         gcs_service_pb2.GetAllNodeInfoRequest()),
+        (client_port, ray_client_pb2_grpc.RayletDriverStub, "ClusterInfo",
+         ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)),
+    )  # fmt: skip
+    for port, stub, method, request in calls:
+        with grpc.insecure_channel(f"{host}:{port}") as channel:
+            call = getattr(stub(channel), method)
+            with pytest.raises(grpc.RpcError) as e:
+                call(request, timeout=20)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, (port, e.value)
+            call(request, timeout=20, metadata=[("authorization", f"Bearer {token}")])
 
 
 def test_the_gcs_checks_the_raylets_every_second(local_settings, local_cluster):

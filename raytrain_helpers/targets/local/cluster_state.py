@@ -20,7 +20,7 @@ from ...clients.raystate import list_nodes
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
 from ...core.tables import table
-from . import rootdir
+from . import procs, rootdir
 
 STATE_FILE = "cluster.json"
 
@@ -30,7 +30,8 @@ class LocalClusterError(RuntimeError):
 
 
 def temp_root(settings: Settings) -> Path:
-    return Path(settings.local.temp_root)
+    """``local.temp_root`` with ``{uid}`` replaced by this user's id."""
+    return Path(settings.local.temp_root_path())
 
 
 def state_path(settings: Settings) -> Path:
@@ -100,6 +101,10 @@ class LocalClusterInfo:
     action: str = "status"
     message: str = ""
     shape: dict[str, Any] = field(default_factory=dict)
+    #: What the cluster's processes listen on: address ("*" = every interface), port, pid, role.
+    listeners: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether Ray refuses requests without the cluster's token (local.auth_mode: token).
+    token_auth: bool = False
 
     @property
     def ok(self) -> bool:
@@ -145,6 +150,12 @@ class LocalClusterInfo:
             print(f"  GCS address:   {self.address}")
             print(f"  dashboard/jobs: {self.dashboard_url}   (127.0.0.1 only)")
             table(self.rows(), ["node", "role", "state", "CPU", "GPU", TRAIN_SLOT, "node id"])
+            if self.listeners:
+                table(
+                    exposure_rows(self.listeners, self.token_auth),
+                    ["listens", "ports", "reachable from", "Ray token auth"],
+                    title="what the cluster exposes",
+                )
 
 
 def _port_open(port: int, host: str = LOOPBACK) -> bool:
@@ -154,9 +165,15 @@ def _port_open(port: int, host: str = LOOPBACK) -> bool:
 
 
 def read_state(settings: Settings) -> dict[str, Any] | None:
-    p = state_path(settings)
+    """The state file, read without following a symbolic link, in a temp root that is the user's own (a link, a file
+    of another user or a folder others can change is refused: the state names the interpreter jobs run with)."""
+    own_root(settings, create=False)
     try:
-        return json.loads(p.read_text())
+        return json.loads(rootdir.read_text(state_path(settings)))
+    except FileNotFoundError:
+        return None
+    except rootdir.TempRootError as e:
+        raise LocalClusterError(str(e)) from None
     except (OSError, ValueError):
         return None
 
@@ -198,7 +215,51 @@ def status(settings: Settings) -> LocalClusterInfo:
             )
         )
     nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
-    return LocalClusterInfo(True, address, url, nodes=nodes, shape=(state or {}).get("shape", {}))
+    shape = (state or {}).get("shape", {})
+    return LocalClusterInfo(
+        True, address, url, nodes=nodes, shape=shape, listeners=listeners(state), token_auth=_token_on(shape)
+    )
+
+
+def _token_on(shape: dict[str, Any]) -> bool:
+    return shape.get("auth_mode") == "token"
+
+
+#: What each of Ray's listening processes is, told by its command line.
+ROLES = (
+    ("gcs_server", "GCS (cluster metadata, actors, jobs)"),
+    ("/raylet", "raylet (node manager, object manager)"),
+    ("dashboard/dashboard.py", "dashboard + Jobs API"),
+    ("ray.util.client.server", "Ray Client server"),
+    ("DashboardAgent", "dashboard agent"),
+    ("RuntimeEnvAgent", "runtime-env agent"),
+    ("default_worker.py", "Ray worker"),
+)
+
+
+def role(pid: int) -> str:
+    line = " ".join(procs.command_line(pid))
+    return next((name for key, name in ROLES if key in line), procs.program(pid) or "?")
+
+
+def listeners(state: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every TCP port the cluster's recorded processes and their descendants listen on, with their role."""
+    pids = [r["pid"] for r in procs.with_descendants((state or {}).get("processes", []))]
+    return [dict(r, role=role(r["pid"])) for r in procs.listening(pids)]
+
+
+def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[str, str, str, str]]:
+    """One row per role and address: the ports, who can reach them, and what Ray does with a request that lacks the
+    token."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for r in found:
+        groups.setdefault((r["role"], r["address"]), []).append(r["port"])
+    rows = []
+    for (what, addr), ports in sorted(groups.items(), key=lambda kv: (kv[0][1] == LOOPBACK, kv[0][0])):
+        where = "this machine only" if addr in (LOOPBACK, "::1") else "the network"
+        ports_s = ", ".join(f"{addr}:{p}" for p in sorted(set(ports)))
+        rows.append((what, ports_s, where, "on" if token_auth else "OFF: anyone who reaches it runs code"))
+    return rows
 
 
 def session_log_dirs(settings: Settings) -> list[Path]:
@@ -239,9 +300,8 @@ def new_auth_token(settings: Settings) -> dict[str, str]:
     if settings.local.auth_mode != "token":
         return {}
     tp = token_path(settings)
-    tp.unlink(missing_ok=True)
-    fd = os.open(tp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
+    tp.unlink(missing_ok=True)  # removes a planted link itself, never what it points to
+    with rootdir.open_nofollow(tp, "w", 0o600, exclusive=True) as f:
         f.write(secrets.token_hex(32))
     env = auth_env(settings)
     os.environ.update(env)
