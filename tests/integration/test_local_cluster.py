@@ -94,6 +94,10 @@ def test_what_listens_where(local_settings, local_cluster):
     dashboard = [r for r in found if r["port"] == loc.dashboard_port]
     assert dashboard and {r["address"] for r in dashboard} == {"127.0.0.1"}, dashboard
     assert {r["address"] for r in found if r["port"] == loc.gcs_port} <= {"*", "127.0.0.1"}
+    rows = raylets.exposure_rows(found, token_auth=True)  # what 02 shows
+    assert [r for r in rows if r[0] == "dashboard + Jobs API"] == [
+        ("dashboard + Jobs API", "this machine only (127.0.0.1)", "on")
+    ]
     client_port = next(r["port"] for r in found if r["role"] == "Ray Client server")
     token = raylets.token_path(local_settings).read_text().strip()
     host = _machine_address()

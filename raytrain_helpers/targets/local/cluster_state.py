@@ -153,7 +153,7 @@ class LocalClusterInfo:
             if self.listeners:
                 table(
                     exposure_rows(self.listeners, self.token_auth),
-                    ["listens", "ports", "reachable from", "Ray token auth"],
+                    ["listens", "reachable from", "Ray token auth"],
                     title="what the cluster exposes",
                 )
 
@@ -225,15 +225,15 @@ def _token_on(shape: dict[str, Any]) -> bool:
     return shape.get("auth_mode") == "token"
 
 
-#: What each of Ray's listening processes is, told by its command line.
+#: What each of Ray's listening processes is, told by its command line (a Ray worker listens where its raylet does).
 ROLES = (
-    ("gcs_server", "GCS (cluster metadata, actors, jobs)"),
-    ("/raylet", "raylet (node manager, object manager)"),
-    ("dashboard/dashboard.py", "dashboard + Jobs API"),
+    ("gcs_server", "GCS"),
+    ("/raylet", "raylets and their Ray workers"),
+    ("default_worker.py", "raylets and their Ray workers"),
+    ("dashboard/dashboard.py", "dashboard (its other ports)"),
     ("ray.util.client.server", "Ray Client server"),
-    ("DashboardAgent", "dashboard agent"),
-    ("RuntimeEnvAgent", "runtime-env agent"),
-    ("default_worker.py", "Ray worker"),
+    ("DashboardAgent", "dashboard agents"),
+    ("RuntimeEnvAgent", "runtime-env agents"),
 )
 
 
@@ -243,23 +243,28 @@ def role(pid: int) -> str:
 
 
 def listeners(state: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every TCP port the cluster's recorded processes and their descendants listen on, with their role."""
+    """Every TCP port the cluster's recorded processes and their descendants listen on, with their role; the two
+    ports the settings choose are named by their setting."""
+    shape = (state or {}).get("shape", {})
+    named = {shape.get("gcs_port"): "GCS (local.gcs_port)", shape.get("dashboard_port"): "dashboard + Jobs API"}
     pids = [r["pid"] for r in procs.with_descendants((state or {}).get("processes", []))]
-    return [dict(r, role=role(r["pid"])) for r in procs.listening(pids)]
+    return [dict(r, role=named.get(r["port"]) or role(r["pid"])) for r in procs.listening(pids)]
 
 
-def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[str, str, str, str]]:
-    """One row per role and address: the ports, who can reach them, and what Ray does with a request that lacks the
-    token."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for r in found:
-        groups.setdefault((r["role"], r["address"]), []).append(r["port"])
-    rows = []
-    for (what, addr), ports in sorted(groups.items(), key=lambda kv: (kv[0][1] == LOOPBACK, kv[0][0])):
-        where = "this machine only" if addr in (LOOPBACK, "::1") else "the network"
-        ports_s = ", ".join(f"{addr}:{p}" for p in sorted(set(ports)))
-        rows.append((what, ports_s, where, "on" if token_auth else "OFF: anyone who reaches it runs code"))
-    return rows
+def reach(address: str) -> str:
+    """Who can reach a socket bound to ``address``."""
+    if address in (LOOPBACK, "::1"):
+        return "this machine only (127.0.0.1)"
+    return "the network (every interface)" if address == "*" else "the network (the machine's address)"
+
+
+def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[str, str, str]]:
+    """One row per role and reach, the same from run to run and machine to machine (ports other than the two the
+    settings choose are Ray's free picks, and the machine's address differs): what listens, from where it can be
+    reached, and whether Ray asks for the token there."""
+    rows = sorted({(r["role"], reach(r["address"])) for r in found}, key=lambda x: (x[1].startswith("this"), x))
+    guard = "on" if token_auth else "OFF: anyone who reaches it runs code"
+    return [(what, where, guard) for what, where in rows]
 
 
 def session_log_dirs(settings: Settings) -> list[Path]:

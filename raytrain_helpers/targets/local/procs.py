@@ -198,7 +198,7 @@ def _addr(hexaddr: str) -> str:
     raw = bytes.fromhex(hexaddr)
     words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     fam = socket.AF_INET if len(words) == 4 else socket.AF_INET6
-    ip = socket.inet_ntop(fam, words)
+    ip = socket.inet_ntop(fam, words).removeprefix("::ffff:")  # an IPv4 address on an IPv6 socket
     return "*" if ip in ("0.0.0.0", "::") else ip
 
 
