@@ -4,6 +4,7 @@ authentication. The training jobs run on the same cluster in tests/notebooks/ (p
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -69,6 +70,7 @@ def test_a_job_without_the_token_is_refused(local_settings, local_cluster, monke
     url = f"http://127.0.0.1:{local_settings.local.dashboard_port}"
     with pytest.raises(Exception, match=r"401|[Uu]nauthori[sz]ed|authenticat"):
         JobSubmissionClient(url).submit_job(entrypoint="touch /tmp/raytrain-token-test-ran")
+    assert not os.path.exists("/tmp/raytrain-token-test-ran")
     request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": "Bearer " + "0" * 64})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(request, timeout=10)
@@ -90,7 +92,13 @@ def test_what_listens_where(local_settings, local_cluster):
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc, ray_client_pb2, ray_client_pb2_grpc
 
     loc = local_settings.local
-    found = local.status(local_settings).listeners
+    # the Ray Client server starts in the background: on a busy machine it may listen some seconds after `up`
+    deadline = time.monotonic() + 90
+    while True:
+        found = local.status(local_settings).listeners
+        if any(r["role"] == "Ray Client server" for r in found) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     dashboard = [r for r in found if r["port"] == loc.dashboard_port]
     assert dashboard and {r["address"] for r in dashboard} == {"127.0.0.1"}, dashboard
     assert {r["address"] for r in found if r["port"] == loc.gcs_port} <= {"*", "127.0.0.1"}

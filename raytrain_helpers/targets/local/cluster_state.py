@@ -150,12 +150,18 @@ class LocalClusterInfo:
             print(f"  GCS address:   {self.address}")
             print(f"  dashboard/jobs: {self.dashboard_url}   (127.0.0.1 only)")
             table(self.rows(), ["node", "role", "state", "CPU", "GPU", TRAIN_SLOT, "node id"])
-            if self.listeners:
-                table(
-                    exposure_rows(self.listeners, self.token_auth),
-                    ["listens", "reachable from", "Ray token auth"],
-                    title="what the cluster exposes",
-                )
+
+    def show_exposure(self) -> None:
+        """What the cluster's processes listen on, who can reach it, and whether Ray asks for the token there (Ray
+        starts some of its helpers in the background: on a busy machine one may not listen yet)."""
+        if not self.running:
+            print("local Ray cluster: not running, nothing listens")
+            return
+        table(
+            exposure_rows(self.listeners, self.token_auth),
+            ["listens", "reachable from", "Ray token auth"],
+            title="what the cluster exposes",
+        )
 
 
 def _port_open(port: int, host: str = LOOPBACK) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -321,3 +322,27 @@ def test_a_symbolic_link_planted_in_the_temp_root_is_never_followed(settings, sh
         else:  # the head's log and folder: the first things a start writes
             raylets.start_raylets(s, dict(workers=[]), {}, 1.0, recorder=None, on_node=None)
     assert (sorted(target.iterdir()) if target.is_dir() else target.read_text()) == before
+
+
+def test_listening_sockets_are_read_with_their_address():
+    """What 02's exposure table is made of: this process's own listening sockets, read from /proc, with the address
+    they are bound to (``*`` for every interface, IPv4 on an IPv6 socket as IPv4)."""
+    socks = []
+    try:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+            s = socket.socket(family)
+            socks.append(s)
+            s.bind((host, 0))
+            s.listen()
+        s = socket.socket(socket.AF_INET6)
+        socks.append(s)
+        s.bind(("::ffff:127.0.0.1", 0))
+        s.listen()
+        found = {r["port"]: r["address"] for r in procs.listening([os.getpid()])}
+        want = {x.getsockname()[1]: a for x, a in zip(socks, ["127.0.0.1", "*", "*", "127.0.0.1"], strict=True)}
+        assert {p: found.get(p) for p in want} == want
+    finally:
+        for s in socks:
+            s.close()
+    rows = raylets.exposure_rows([dict(role="GCS", address="*"), dict(role="GCS", address="*")], token_auth=False)
+    assert rows == [("GCS", "the network (every interface)", "OFF: anyone who reaches it runs code")]
