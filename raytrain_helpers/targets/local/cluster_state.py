@@ -236,7 +236,8 @@ ROLES = (
     ("gcs_server", "GCS"),
     ("/raylet", "raylets and their Ray workers"),
     ("default_worker.py", "raylets and their Ray workers"),
-    ("dashboard/dashboard.py", "dashboard (its other ports)"),
+    ("dashboard/dashboard.py", "dashboard metrics (Prometheus)"),
+    ("autoscaler/_private/monitor.py", "autoscaler metrics (Prometheus)"),
     ("ray.util.client.server", "Ray Client server"),
     ("DashboardAgent", "dashboard agents"),
     ("RuntimeEnvAgent", "runtime-env agents"),
@@ -270,7 +271,11 @@ def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[s
     reached, and whether Ray asks for the token there."""
     rows = sorted({(r["role"], reach(r["address"])) for r in found}, key=lambda x: (x[1].startswith("this"), x))
     guard = "on" if token_auth else "OFF: anyone who reaches it runs code"
-    return [(what, where, guard) for what, where in rows]
+    return [(what, where, METRICS_ONLY if "(Prometheus)" in what else guard) for what, where in rows]
+
+
+#: Ray's Prometheus metrics servers ask for no token: they serve read-only figures (resources, node counts).
+METRICS_ONLY = "not asked (read-only metrics)"
 
 
 def session_log_dirs(settings: Settings) -> list[Path]:

@@ -269,7 +269,11 @@ def start_raylets(
     log = root / "ray-start.log"
     rootdir.open_nofollow(log, "w").close()
     rootdir.own_dir(root / "head")
-    head_env = dict(env, CUDA_VISIBLE_DEVICES="")
+    # The head's dashboard and autoscaler monitor serve Prometheus metrics on fixed ports (44227, 44217) on every
+    # interface: a second cluster on the host found them taken and served none. Free ports of its own instead.
+    head_env = dict(
+        env, CUDA_VISIBLE_DEVICES="", DASHBOARD_METRIC_PORT=str(_free_port()), AUTOSCALER_METRIC_PORT=str(_free_port())
+    )
     _start_node(lambda: _head_args(settings), head_env, log, "head", root / "head", recorder)
     url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
     wait_until(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
