@@ -85,11 +85,18 @@ def _machine_address() -> str:
 
 
 def test_what_listens_where(local_settings, local_cluster):
-    """The dashboard and Jobs API listen on 127.0.0.1 only. Ray 2.58 puts the GCS on every interface and the Ray
-    Client server on the machine's address (``ray start`` replaces a loopback node address): there a call without
-    the token is refused, one with it answered."""
+    """The dashboard and Jobs API listen on 127.0.0.1 only. Ray 2.58 puts the GCS and the raylets on every interface
+    and the Ray Client server on the machine's address (``ray start`` replaces a loopback node address): there a
+    call without the token is refused, one with it answered."""
     import grpc
-    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc, ray_client_pb2, ray_client_pb2_grpc
+    from ray.core.generated import (
+        gcs_service_pb2,
+        gcs_service_pb2_grpc,
+        node_manager_pb2,
+        node_manager_pb2_grpc,
+        ray_client_pb2,
+        ray_client_pb2_grpc,
+    )
 
     loc = local_settings.local
     # the Ray Client server starts in the background: on a busy machine it may listen some seconds after `up`
@@ -117,6 +124,16 @@ def test_what_listens_where(local_settings, local_cluster):
         (loc.gcs_port, gcs_service_pb2_grpc.NodeInfoGcsServiceStub, "GetAllNodeInfo",
          gcs_service_pb2.GetAllNodeInfoRequest()),
     ]  # fmt: skip
+    auth = [("authorization", f"Bearer {token}")]
+    with grpc.insecure_channel(f"{host}:{loc.gcs_port}") as channel:  # each raylet's node manager port
+        nodes = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetAllNodeInfo(
+            gcs_service_pb2.GetAllNodeInfoRequest(), timeout=20, metadata=auth
+        )
+    raylet_ports = {n.node_manager_port for n in nodes.node_info_list if n.state == 0}  # 0: ALIVE
+    assert len(raylet_ports) == 3, nodes
+    for port in raylet_ports:
+        calls.append((port, node_manager_pb2_grpc.NodeManagerServiceStub, "GetNodeStats",
+                      node_manager_pb2.GetNodeStatsRequest()))  # fmt: skip
     # Ray's client server gives up when the head's node info comes late (a loaded machine); that it runs is
     # test_the_head_keeps_off_ray_clients_default_port's to check
     for port in {r["port"] for r in found if r["role"] == "Ray Client server" and r["address"] != "127.0.0.1"}:
@@ -128,7 +145,7 @@ def test_what_listens_where(local_settings, local_cluster):
             with pytest.raises(grpc.RpcError) as e:
                 call(request, timeout=20)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, (port, e.value)
-            call(request, timeout=20, metadata=[("authorization", f"Bearer {token}")])
+            call(request, timeout=20, metadata=auth)
 
 
 def test_the_gcs_checks_the_raylets_every_second(local_settings, local_cluster):
