@@ -26,15 +26,15 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]
-#: The session's local Ray cluster: its own ports and temp root, and Ray token authentication on, so every job the
-#: tests submit through it (papermill kernels, the aws notebooks' port-forward) proves the token reaches Ray.
+#: The session's local Ray cluster: its own ports and temp root, and otherwise the default settings, which turn Ray
+#: token authentication on: every job the tests submit through it (papermill kernels, the aws notebooks'
+#: port-forward) proves the token reaches Ray.
 #: ``TUTORIAL_TEST_PORT_OFFSET`` moves the ports and temp root, so two checkouts can run their tests at once.
 _OFFSET = int(os.environ.get("TUTORIAL_TEST_PORT_OFFSET", "0"))
 TEST_LOCAL = dict(
     gcs_port=6397 + _OFFSET,
     dashboard_port=8277 + _OFFSET,
-    temp_root=f"/tmp/raytrain-test{_OFFSET or ''}",
-    auth_mode="token",
+    temp_root=f"/tmp/raytrain-{{uid}}-test{_OFFSET or ''}",
 )
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 

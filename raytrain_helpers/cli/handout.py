@@ -208,8 +208,21 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     if not base.train.job_timeout_s:
         derived["job_timeout_s"] = DEFAULT_JOB_TIMEOUT_S
     params: dict[str, Any] = dict(derived, **overrides)
+    _refuse_auth_off(row_no, name, params)
+    # attendees share the host: each cluster refuses every request without its own token (created at its first
+    # `up`, 0600 in the attendee's own 0700 temp_root), whatever the base env.yaml says
+    params["auth_mode"] = "token"
     settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
     return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings)
+
+
+def _refuse_auth_off(row_no: int, name: str, overrides: dict[str, Any]) -> None:
+    for key, value in overrides.items():
+        if resolve_key(key)[1] == "auth_mode" and str(value) != "token":
+            raise ConfigError(
+                f"row {row_no} ({name}): {key} = {value!r}; attendees on one host could then run code on each "
+                "other's clusters, so hand-outs always use token authentication. Fix: remove that column"
+            )
 
 
 # ---- writing ---------------------------------------------------------------------------------------------------

@@ -45,8 +45,10 @@ def auth_headers() -> dict[str, str]:
     """The bearer token of a cluster started with token authentication (RAY_AUTH_TOKEN or its file), or none."""
     token = os.environ.get("RAY_AUTH_TOKEN")
     if not token and os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        try:
-            token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+        try:  # never through a symbolic link put where the token file should be
+            fd = os.open(os.environ["RAY_AUTH_TOKEN_PATH"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                token = f.read().strip()
         except OSError:
             token = None
     return {"Authorization": f"Bearer {token}"} if token else {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -435,28 +436,36 @@ class LocalSettings(_Group):
     gpus_per_worker_node: int = Field(-1, ge=-1)
     """GPUs of each worker raylet: -1 = split the visible GPUs evenly over the worker nodes; 0 = CPU only."""
     gcs_port: int = Field(6390, ge=1024, le=65535)
-    """Port of the head's GCS on 127.0.0.1 (1024-65535, different from `dashboard_port`)."""
+    """Port of the head's GCS (1024-65535, different from `dashboard_port`); Ray 2.58 listens on it on every
+    interface, so the token (`auth_mode`) is what keeps others out."""
     dashboard_port: int = Field(8266, ge=1024, le=65535)
     """Port of the Ray dashboard and Jobs API on 127.0.0.1 (1024-65535)."""
-    temp_root: str = "/tmp/raytrain"
-    """Root of the raylets' temporary folders; at most 40 characters (Ray's unix socket paths under it are
-    limited to 107 bytes)."""
+    temp_root: str = "/tmp/raytrain-{uid}"
+    """Root of the raylets' temporary folders, the cluster's state and its auth token; `{uid}` stands for your
+    user id, so each user of a shared machine has their own. Created 0700; a folder owned by another user,
+    writable by group or others, or a symbolic link is refused. At most 40 characters with `{uid}` replaced (Ray's
+    unix socket paths under it are limited to 107 bytes)."""
     object_store_mb: int = Field(128, ge=78)
     """Object store of each raylet in MiB (at least 78)."""
-    auth_mode: Literal["disabled", "token"] = "disabled"
-    """Ray token authentication: `disabled`, or `token` (one token file shared by every process of the
-    cluster and the notebook kernel)."""
+    auth_mode: Literal["disabled", "token"] = "token"
+    """Ray token authentication: `token` (a fresh 0600 token file under temp_root at each start, used by every
+    process of the cluster and the notebook kernel; a request without it is refused), or `disabled` (anyone
+    who can reach the cluster's ports runs code as you: only on a machine nobody else can log in to)."""
 
     @model_validator(mode="after")
     def _ports(self) -> LocalSettings:
         if self.gcs_port == self.dashboard_port:
             raise ValueError("gcs_port and dashboard_port must differ")
-        if len(self.temp_root) > 40:
+        if len(self.temp_root.replace("{uid}", "0" * 10)) > 40:  # a user id has at most 10 digits
             raise ValueError(
                 "temp_root is too long: Ray's unix sockets live under it and their paths "
-                "are limited to 107 bytes. Fix: a short path such as /tmp/raytrain"
+                "are limited to 107 bytes. Fix: a short path such as /tmp/raytrain-{uid}"
             )
         return self
+
+    def temp_root_path(self) -> str:
+        """``temp_root`` with ``{uid}`` replaced by this user's id."""
+        return self.temp_root.replace("{uid}", str(os.geteuid()))
 
 
 class Settings(_Group):

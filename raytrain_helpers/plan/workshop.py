@@ -22,8 +22,9 @@ from .raycluster import system_node_shape
 
 #: Each attendee's local ports and temp_root sit at base + STRIDE x row index (the facilitator keeps the base).
 PORT_STRIDE = 10
-#: Attendee folders of the local raylets: TEMP_ROOT/<index>, always well under local.temp_root's 40 characters.
-TEMP_ROOT = "/tmp/rt-ws"
+#: Attendee folders of the local raylets: TEMP_ROOT-<index>, always well under local.temp_root's 40 characters.
+#: ``{uid}`` is the attendee's own user id, filled in on their machine: each folder is created 0700 by its user.
+TEMP_ROOT = "/tmp/raytrain-{uid}-ws"
 
 
 @dataclass
@@ -143,7 +144,7 @@ def local_slot(index: int, base: Settings) -> dict[str, object]:
             f"local.dashboard_port - local.gcs_port = {gap}, a multiple of {PORT_STRIDE}: attendees' ports, "
             f"{PORT_STRIDE} apart, would collide. Fix: e.g. 6390 and 8266 (the defaults)"
         )
-    return dict(gcs_port=gcs, dashboard_port=dash, temp_root=f"{TEMP_ROOT}/{index + 1}")
+    return dict(gcs_port=gcs, dashboard_port=dash, temp_root=f"{TEMP_ROOT}{index + 1}")
 
 
 __all__ = [

@@ -17,3 +17,12 @@ def step(settings: Settings, action: str | None = None, *, assume_yes: bool = Fa
     if action is not None:
         check_action(action, STEP_ACTIONS)
     return for_settings(settings).cluster(settings, action, assume_yes=assume_yes)
+
+
+def exposure(result: StepResult) -> None:
+    """What the running cluster exposes, where its target can tell (the local raylets' listening sockets)."""
+    show = getattr(result, "show_exposure", None)
+    if show is None:
+        print("no listing of listening sockets for this cluster: its Ray head's ports are described in 04")
+    else:
+        show()

@@ -4,6 +4,7 @@ authentication. The training jobs run on the same cluster in tests/notebooks/ (p
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -13,6 +14,7 @@ from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
 from raytrain_helpers.targets.local import procs, raylets, rootdir
+from tests.conftest import AUTH_VARS
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +57,95 @@ def test_token_auth_end_to_end(local_settings, local_cluster):
     request = urllib.request.Request(url, headers=rayjobs.auth_headers())
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 200
+
+
+def test_a_job_without_the_token_is_refused(local_settings, local_cluster, monkeypatch):
+    """The cluster started with the default settings (the session's cluster sets no auth_mode): a job submitted
+    to its Jobs API without the token is refused, and nothing runs."""
+    from ray.job_submission import JobSubmissionClient
+
+    assert local.status(local_settings).token_auth, "the default settings start a cluster without token auth"
+    for k in AUTH_VARS:  # Ray's client adds the token from these by itself
+        monkeypatch.delenv(k, raising=False)
+    url = f"http://127.0.0.1:{local_settings.local.dashboard_port}"
+    with pytest.raises(Exception, match=r"401|[Uu]nauthori[sz]ed|authenticat"):
+        JobSubmissionClient(url).submit_job(entrypoint="touch /tmp/raytrain-token-test-ran")
+    assert not os.path.exists("/tmp/raytrain-token-test-ran")
+    request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": "Bearer " + "0" * 64})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(request, timeout=10)
+    assert e.value.code in (401, 403), "a wrong token was accepted"
+
+
+def _machine_address() -> str:
+    """This machine's own (non-loopback) address, as Ray finds it."""
+    from ray._private.services import get_node_ip_address
+
+    return get_node_ip_address()
+
+
+def test_what_listens_where(local_settings, local_cluster):
+    """The dashboard and Jobs API listen on 127.0.0.1 only. Ray 2.58 puts the GCS and the raylets on every interface
+    and the Ray Client server on the machine's address (``ray start`` replaces a loopback node address): there a
+    call without the token is refused, one with it answered."""
+    import grpc
+    from ray.core.generated import (
+        gcs_service_pb2,
+        gcs_service_pb2_grpc,
+        node_manager_pb2,
+        node_manager_pb2_grpc,
+        ray_client_pb2,
+        ray_client_pb2_grpc,
+    )
+
+    loc = local_settings.local
+    # the Ray Client server starts in the background: on a busy machine it may listen some seconds after `up`
+    deadline = time.monotonic() + 90
+    while True:
+        found = local.status(local_settings).listeners
+        if any(r["role"] == "Ray Client server" for r in found) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    dashboard = [r for r in found if r["port"] == loc.dashboard_port]
+    assert dashboard and {r["address"] for r in dashboard} == {"127.0.0.1"}, dashboard
+    assert {r["address"] for r in found if r["port"] == loc.gcs_port} <= {"*", "127.0.0.1"}
+    rows = raylets.exposure_rows(found, token_auth=True)  # what 02 shows
+    metrics = [r for r in found if "(Prometheus)" in r["role"]]
+    assert len(metrics) == 2 and not {r["port"] for r in metrics} & {44217, 44227}, metrics
+    for r in metrics:  # the table says these ask for no token: read-only figures, answered to anyone
+        with urllib.request.urlopen(f"http://127.0.0.1:{r['port']}/metrics", timeout=10) as answer:
+            assert answer.status == 200
+    assert [r for r in rows if r[0] == "dashboard + Jobs API"] == [
+        ("dashboard + Jobs API", "this machine only (127.0.0.1)", "on")
+    ]
+    token = raylets.token_path(local_settings).read_text().strip()
+    host = _machine_address()
+    calls = [
+        (loc.gcs_port, gcs_service_pb2_grpc.NodeInfoGcsServiceStub, "GetAllNodeInfo",
+         gcs_service_pb2.GetAllNodeInfoRequest()),
+    ]  # fmt: skip
+    auth = [("authorization", f"Bearer {token}")]
+    with grpc.insecure_channel(f"{host}:{loc.gcs_port}") as channel:  # each raylet's node manager port
+        nodes = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetAllNodeInfo(
+            gcs_service_pb2.GetAllNodeInfoRequest(), timeout=20, metadata=auth
+        )
+    raylet_ports = {n.node_manager_port for n in nodes.node_info_list if n.state == 0}  # 0: ALIVE
+    assert len(raylet_ports) == 3, nodes
+    for port in raylet_ports:
+        calls.append((port, node_manager_pb2_grpc.NodeManagerServiceStub, "GetNodeStats",
+                      node_manager_pb2.GetNodeStatsRequest()))  # fmt: skip
+    # Ray's client server gives up when the head's node info comes late (a loaded machine); that it runs is
+    # test_the_head_keeps_off_ray_clients_default_port's to check
+    for port in {r["port"] for r in found if r["role"] == "Ray Client server" and r["address"] != "127.0.0.1"}:
+        request = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+        calls.append((port, ray_client_pb2_grpc.RayletDriverStub, "ClusterInfo", request))
+    for port, stub, method, request in calls:
+        with grpc.insecure_channel(f"{host}:{port}") as channel:
+            call = getattr(stub(channel), method)
+            with pytest.raises(grpc.RpcError) as e:
+                call(request, timeout=20)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, (port, e.value)
+            call(request, timeout=20, metadata=auth)
 
 
 def test_the_gcs_checks_the_raylets_every_second(local_settings, local_cluster):

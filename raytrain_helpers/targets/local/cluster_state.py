@@ -20,7 +20,7 @@ from ...clients.raystate import list_nodes
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
 from ...core.tables import table
-from . import rootdir
+from . import procs, rootdir
 
 STATE_FILE = "cluster.json"
 
@@ -30,7 +30,8 @@ class LocalClusterError(RuntimeError):
 
 
 def temp_root(settings: Settings) -> Path:
-    return Path(settings.local.temp_root)
+    """``local.temp_root`` with ``{uid}`` replaced by this user's id."""
+    return Path(settings.local.temp_root_path())
 
 
 def state_path(settings: Settings) -> Path:
@@ -100,6 +101,10 @@ class LocalClusterInfo:
     action: str = "status"
     message: str = ""
     shape: dict[str, Any] = field(default_factory=dict)
+    #: What the cluster's processes listen on: address ("*" = every interface), port, pid, role.
+    listeners: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether Ray refuses requests without the cluster's token (local.auth_mode: token).
+    token_auth: bool = False
 
     @property
     def ok(self) -> bool:
@@ -146,6 +151,18 @@ class LocalClusterInfo:
             print(f"  dashboard/jobs: {self.dashboard_url}   (127.0.0.1 only)")
             table(self.rows(), ["node", "role", "state", "CPU", "GPU", TRAIN_SLOT, "node id"])
 
+    def show_exposure(self) -> None:
+        """What the cluster's processes listen on, who can reach it, and whether Ray asks for the token there (Ray
+        starts some of its helpers in the background: on a busy machine one may not listen yet)."""
+        if not self.running:
+            print("local Ray cluster: not running, nothing listens")
+            return
+        table(
+            exposure_rows(self.listeners, self.token_auth),
+            ["listens", "reachable from", "Ray token auth"],
+            title="what the cluster exposes",
+        )
+
 
 def _port_open(port: int, host: str = LOOPBACK) -> bool:
     with socket.socket() as s:
@@ -154,9 +171,15 @@ def _port_open(port: int, host: str = LOOPBACK) -> bool:
 
 
 def read_state(settings: Settings) -> dict[str, Any] | None:
-    p = state_path(settings)
+    """The state file, read without following a symbolic link, in a temp root that is the user's own (a link, a file
+    of another user or a folder others can change is refused: the state names the interpreter jobs run with)."""
+    own_root(settings, create=False)
     try:
-        return json.loads(p.read_text())
+        return json.loads(rootdir.read_text(state_path(settings)))
+    except FileNotFoundError:
+        return None
+    except rootdir.TempRootError as e:
+        raise LocalClusterError(str(e)) from None
     except (OSError, ValueError):
         return None
 
@@ -198,7 +221,61 @@ def status(settings: Settings) -> LocalClusterInfo:
             )
         )
     nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
-    return LocalClusterInfo(True, address, url, nodes=nodes, shape=(state or {}).get("shape", {}))
+    shape = (state or {}).get("shape", {})
+    return LocalClusterInfo(
+        True, address, url, nodes=nodes, shape=shape, listeners=listeners(state), token_auth=_token_on(shape)
+    )
+
+
+def _token_on(shape: dict[str, Any]) -> bool:
+    return shape.get("auth_mode") == "token"
+
+
+#: What each of Ray's listening processes is, told by its command line (a Ray worker listens where its raylet does).
+ROLES = (
+    ("gcs_server", "GCS"),
+    ("/raylet", "raylets and their Ray workers"),
+    ("default_worker.py", "raylets and their Ray workers"),
+    ("dashboard/dashboard.py", "dashboard metrics (Prometheus)"),
+    ("autoscaler/_private/monitor.py", "autoscaler metrics (Prometheus)"),
+    ("ray.util.client.server", "Ray Client server"),
+    ("DashboardAgent", "dashboard agents"),
+    ("RuntimeEnvAgent", "runtime-env agents"),
+)
+
+
+def role(pid: int) -> str:
+    line = " ".join(procs.command_line(pid))
+    return next((name for key, name in ROLES if key in line), procs.program(pid) or "?")
+
+
+def listeners(state: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every TCP port the cluster's recorded processes and their descendants listen on, with their role; the two
+    ports the settings choose are named by their setting."""
+    shape = (state or {}).get("shape", {})
+    named = {shape.get("gcs_port"): "GCS (local.gcs_port)", shape.get("dashboard_port"): "dashboard + Jobs API"}
+    pids = [r["pid"] for r in procs.with_descendants((state or {}).get("processes", []))]
+    return [dict(r, role=named.get(r["port"]) or role(r["pid"])) for r in procs.listening(pids)]
+
+
+def reach(address: str) -> str:
+    """Who can reach a socket bound to ``address``."""
+    if address in (LOOPBACK, "::1"):
+        return "this machine only (127.0.0.1)"
+    return "the network (every interface)" if address == "*" else "the network (the machine's address)"
+
+
+def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[str, str, str]]:
+    """One row per role and reach, the same from run to run and machine to machine (ports other than the two the
+    settings choose are Ray's free picks, and the machine's address differs): what listens, from where it can be
+    reached, and whether Ray asks for the token there."""
+    rows = sorted({(r["role"], reach(r["address"])) for r in found}, key=lambda x: (x[1].startswith("this"), x))
+    guard = "on" if token_auth else "OFF: anyone who reaches it runs code"
+    return [(what, where, METRICS_ONLY if "(Prometheus)" in what else guard) for what, where in rows]
+
+
+#: Ray's Prometheus metrics servers ask for no token: they serve read-only figures (resources, node counts).
+METRICS_ONLY = "not asked (read-only metrics)"
 
 
 def session_log_dirs(settings: Settings) -> list[Path]:
@@ -239,9 +316,8 @@ def new_auth_token(settings: Settings) -> dict[str, str]:
     if settings.local.auth_mode != "token":
         return {}
     tp = token_path(settings)
-    tp.unlink(missing_ok=True)
-    fd = os.open(tp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
+    tp.unlink(missing_ok=True)  # removes a planted link itself, never what it points to
+    with rootdir.open_nofollow(tp, "w", 0o600, exclusive=True) as f:
         f.write(secrets.token_hex(32))
     env = auth_env(settings)
     os.environ.update(env)

@@ -191,3 +191,42 @@ def port_holder(port: int) -> str:
         if argv:
             return f"pid {pid} ({' '.join(argv)[:120]})"
     return "no process this user can see (another user's, or a socket bound but not listening: /proc omits those)"
+
+
+def _addr(hexaddr: str) -> str:
+    """``0100007F`` (/proc/net/tcp, little-endian words) -> 127.0.0.1; IPv6 likewise; unspecified -> ``*``."""
+    raw = bytes.fromhex(hexaddr)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    fam = socket.AF_INET if len(words) == 4 else socket.AF_INET6
+    ip = socket.inet_ntop(fam, words).removeprefix("::ffff:")  # an IPv4 address on an IPv6 socket
+    return "*" if ip in ("0.0.0.0", "::") else ip
+
+
+def listening(pids: list[int]) -> list[dict[str, Any]]:
+    """The TCP sockets in LISTEN state (``0A``) held by these processes: address (``*`` = every interface), port,
+    pid and program, from ``/proc/net/tcp{,6}`` and each process's open file descriptors."""
+    socks: dict[str, tuple[str, int]] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[3] == "0A":
+                host, port = cols[1].rsplit(":", 1)
+                socks[f"socket:[{cols[9]}]"] = (_addr(host), int(port, 16))
+    out = []
+    for pid in pids:
+        try:
+            fds = list((PROC / str(pid) / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                hit = socks.get(os.readlink(fd))
+            except OSError:
+                continue
+            if hit:
+                out.append(dict(address=hit[0], port=hit[1], pid=pid, program=program(pid)))
+    return sorted(out, key=lambda r: (r["address"] != "127.0.0.1", r["port"]))

@@ -20,7 +20,7 @@ from typing import Any
 from ...clients.raystate import list_nodes
 from ...core.constants import LOOPBACK, TRAIN_SLOT
 from ...core.settings import Settings
-from . import procs
+from . import procs, rootdir
 from .cluster_state import LocalClusterError, state_path, temp_root
 from .stopping import stop_gcs_last
 
@@ -48,8 +48,10 @@ class Recorder:
             self.state["processes"].extend(records)
             self.state["node_names"].update(names or {})
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.state, indent=2))
-            tmp.replace(self.path)
+            tmp.unlink(missing_ok=True)
+            with rootdir.open_nofollow(tmp, "w", exclusive=True) as f:
+                f.write(json.dumps(self.state, indent=2))
+            tmp.replace(self.path)  # a rename replaces a link put at cluster.json, never writes through it
 
 
 def _ray_start(
@@ -59,7 +61,7 @@ def _ray_start(
     process it leaves in that session is recorded, started well or not, so a failure can stop them all.
     ``aborted()`` says early that the start has failed (``ray start`` itself would wait 30 s more)."""
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args]
-    with open(log, "a") as f:
+    with rootdir.open_nofollow(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
@@ -70,11 +72,11 @@ def _ray_start(
             records = procs.session_records(proc.pid, node=node)
             recorder.add(records)
     if rc != 0:
-        tail = log.read_text()[-2000:]
+        tail = rootdir.read_text(log)[-2000:]
         if RAY_START_GAVE_UP in tail and any(procs.program(r["pid"]) == "raylet" for r in records if procs.is_alive(r)):
             # `ray start` waits a fixed 30 s for its raylet to register, then exits but leaves the raylet running;
             # on a busy machine it registers later, which the caller waits for with its own timeout
-            with open(log, "a") as f:
+            with rootdir.open_nofollow(log, "a") as f:
                 f.write(f"(the {node}'s raylet runs: waiting for it to register)\n")
             return
         raise LocalClusterError(f"`ray start` for the {node} failed (exit {rc}); see {log}:\n{tail}")
@@ -149,7 +151,7 @@ def _start_node(args_of, env: dict[str, str], log: Path, node: str, temp_dir: Pa
             f"the {node}'s raylet aborted: its agents took over 15 s to start on this busy machine; "
             f"starting it again (attempt {attempt + 1} of {START_ATTEMPTS})"
         )
-        with open(log, "a") as f:
+        with rootdir.open_nofollow(log, "a") as f:
             f.write(f"({note})\n")
         print(note, flush=True)
 
@@ -265,8 +267,13 @@ def start_raylets(
     and node name); records each process and node id -> worker name in the state file."""
     root = temp_root(settings)
     log = root / "ray-start.log"
-    log.write_text("")
-    head_env = dict(env, CUDA_VISIBLE_DEVICES="")
+    rootdir.open_nofollow(log, "w").close()
+    rootdir.own_dir(root / "head")
+    # The head's dashboard and autoscaler monitor serve Prometheus metrics on fixed ports (44227, 44217) on every
+    # interface: a second cluster on the host found them taken and served none. Free ports of its own instead.
+    head_env = dict(
+        env, CUDA_VISIBLE_DEVICES="", DASHBOARD_METRIC_PORT=str(_free_port()), AUTOSCALER_METRIC_PORT=str(_free_port())
+    )
     _start_node(lambda: _head_args(settings), head_env, log, "head", root / "head", recorder)
     url = f"http://{LOOPBACK}:{settings.local.dashboard_port}"
     wait_until(lambda: len(_safe_nodes(url)) >= 1, timeout_s, "the head to register")
@@ -287,9 +294,9 @@ def start_raylets(
 def start_worker_node(settings: Settings, w: dict[str, Any], env: dict[str, str], recorder: Recorder) -> None:
     """``ray start`` one worker node in its own temp dir, with its share of the GPUs."""
     root = temp_root(settings)
-    (root / w["name"]).mkdir(exist_ok=True)
+    rootdir.own_dir(root / w["name"])
     wlog = root / w["name"] / "ray-start.log"
-    wlog.write_text("")
+    rootdir.open_nofollow(wlog, "w").close()
     worker_env = dict(env, CUDA_VISIBLE_DEVICES=",".join(w["gpus"]))
     _start_node(lambda: _worker_args(settings, w), worker_env, wlog, w["name"], root / w["name"], recorder)
 

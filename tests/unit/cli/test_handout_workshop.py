@@ -189,3 +189,19 @@ def test_handout_storage_associates_each_attendee_namespace_and_teardown_removes
         assert [a["namespace"] for a in left] == ["ray-train"]  # the facilitator's own, from its 02
     finally:
         moto_ext.FAKE.reset()
+
+
+def test_every_attendee_gets_token_auth_and_a_folder_of_their_own(tmp_path, clean_env, capsys):
+    """Attendees share the host: each hand-out turns Ray's token authentication on (each attendee's own token is
+    made by their first `up`, 0600 in their own 0700 folder), even where the facilitator's base env.yaml has it
+    off; a roster column turning it off is refused."""
+    (tmp_path / "off.yaml").write_text("local:\n  auth_mode: disabled\n")
+    assert _handout(tmp_path, "name\nAnn\nBob\n", "--offline", "-f", str(tmp_path / "off.yaml")) == 0
+    atts = [_env(tmp_path / "out" / n / "env.yaml") for n in ("ann", "bob")]
+    assert [s.local.auth_mode for s in atts] == ["token", "token"]
+    assert all("{uid}" in s.local.temp_root for s in atts), "an attendee's folder must be their own user's"
+    assert len({s.local.temp_root_path() for s in atts}) == 2
+    (tmp_path / "x").mkdir()
+    assert _handout(tmp_path / "x", "name,auth_mode\nAnn,disabled\n", "--offline") == 2
+    err = capsys.readouterr().err
+    assert "row 2 (Ann)" in err and "token authentication" in err and not (tmp_path / "x" / "out").exists()

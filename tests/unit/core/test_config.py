@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,16 @@ def test_bad_values_name_the_field_and_the_fix(kw, field, fix):
     msg = str(e.value)
     assert field in msg, msg
     assert fix in msg, msg
+
+
+def test_the_local_cluster_needs_its_token_and_a_folder_of_the_users_own_by_default():
+    """Token authentication is on and the temp root is per user, both in the code's defaults and in env.yaml."""
+    from raytrain_helpers.core.settings import LocalSettings
+
+    for loc in (LocalSettings(), load().local):
+        assert loc.auth_mode == "token"
+        assert loc.temp_root_path() == f"/tmp/raytrain-{os.geteuid()}"
+    assert "auth_mode: disabled" not in REPO_ENV.read_text()
 
 
 def test_ray_version_must_equal_installed():

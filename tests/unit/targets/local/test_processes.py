@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -246,3 +247,102 @@ def test_the_job_runs_with_the_cluster_interpreter(settings):
 def test_worker_raylets_start_several_at_once_only_where_the_cpus_allow():
     assert [raylets.start_parallelism(2, cpus) for cpus in (1, 2, 4, 8, 16)] == [1, 1, 1, 2, 2]
     assert raylets.start_parallelism(16, 16) == 4 and raylets.start_parallelism(1, 64) == 1
+
+
+def _foreign(path: Path, monkeypatch) -> None:
+    """Make ``path`` another user's: chown it where this process may (root), else let the tool see another uid."""
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+    else:
+        uid = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: uid + 1)
+
+
+@pytest.mark.parametrize("case", ["another user's", "group-writable", "world-writable", "a symbolic link"])
+def test_a_temp_root_others_could_prepare_or_change_is_refused(settings, short_root, case, monkeypatch):
+    """A folder under the shared /tmp that someone else made (even with the tool's marker and a cluster.json naming
+    their interpreter), that others may write in, or a link to one, is refused before anything is read from it or
+    written to it."""
+    root = short_root / "c"
+    rootdir.claim(root)
+    _write_state(settings, [])
+    state = json.loads(raylets.state_path(settings).read_text())
+    raylets.state_path(settings).write_text(json.dumps(dict(state, python="/home/mallory/evil-python")))
+    s = settings
+    if case == "another user's":
+        _foreign(root, monkeypatch)
+    elif case == "group-writable":
+        os.chmod(root, 0o770)
+    elif case == "world-writable":
+        os.chmod(root, 0o1777)
+    else:
+        os.symlink(root, short_root / "link")
+        s = config.with_overrides(settings, temp_root=str(short_root / "link"))
+    before = sorted(p.name for p in root.iterdir())
+    monkeypatch.setattr(raylets, "start_raylets", lambda *a, **k: pytest.fail("a cluster would start there"))
+    for call in (lambda: local.up(s), lambda: local.down(s), lambda: local.job_defaults(s)):
+        with pytest.raises(local.LocalClusterError, match=r"local\.temp_root = .*(another user|writable by group "
+                           r"or others|symbolic link).*Fix: set local\.temp_root"):  # fmt: skip
+            call()
+    assert sorted(p.name for p in root.iterdir()) == before
+
+
+def test_the_temp_root_is_created_0700_for_this_user_only(settings):
+    old = os.umask(0)
+    try:
+        rootdir.claim(Path(settings.local.temp_root))
+    finally:
+        os.umask(old)
+    st = os.stat(settings.local.temp_root)
+    assert oct(st.st_mode & 0o777) == "0o700" and st.st_uid == os.geteuid()
+
+
+@pytest.mark.parametrize("name", ["cluster.json", "auth_token", "ray-start.log", "worker-0/ray-start.log", "head"])
+def test_a_symbolic_link_planted_in_the_temp_root_is_never_followed(settings, short_root, name):
+    """A link put where the tool writes or reads (state, token, logs, a raylet's folder) is refused: the file or
+    folder it points to is neither written nor read."""
+    s = config.with_overrides(settings, auth_mode="token")
+    root = Path(s.local.temp_root)
+    rootdir.claim(root)
+    target = short_root / "elsewhere"
+    target.mkdir() if name == "head" else target.write_text('{"python": "/home/mallory/evil-python"}')
+    before = sorted(target.iterdir()) if target.is_dir() else target.read_text()
+    link = root / name
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(target)
+    with pytest.raises((local.LocalClusterError, rootdir.TempRootError), match="symbolic link"):
+        if name == "cluster.json":
+            local.job_defaults(s)
+        elif name == "auth_token":
+            raylets.new_auth_token(s)
+            assert not link.is_symlink() and target.read_text() == before  # the link itself was replaced
+            raise rootdir.TempRootError("symbolic link removed, not followed")
+        elif name == "worker-0/ray-start.log":
+            raylets.start_worker_node(s, dict(name="worker-0", gpus=[]), {}, recorder=None)
+        else:  # the head's log and folder: the first things a start writes
+            raylets.start_raylets(s, dict(workers=[]), {}, 1.0, recorder=None, on_node=None)
+    assert (sorted(target.iterdir()) if target.is_dir() else target.read_text()) == before
+
+
+def test_listening_sockets_are_read_with_their_address():
+    """What 02's exposure table is made of: this process's own listening sockets, read from /proc, with the address
+    they are bound to (``*`` for every interface, IPv4 on an IPv6 socket as IPv4)."""
+    socks = []
+    try:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+            s = socket.socket(family)
+            socks.append(s)
+            s.bind((host, 0))
+            s.listen()
+        s = socket.socket(socket.AF_INET6)
+        socks.append(s)
+        s.bind(("::ffff:127.0.0.1", 0))
+        s.listen()
+        found = {r["port"]: r["address"] for r in procs.listening([os.getpid()])}
+        want = {x.getsockname()[1]: a for x, a in zip(socks, ["127.0.0.1", "*", "*", "127.0.0.1"], strict=True)}
+        assert {p: found.get(p) for p in want} == want
+    finally:
+        for s in socks:
+            s.close()
+    rows = raylets.exposure_rows([dict(role="GCS", address="*"), dict(role="GCS", address="*")], token_auth=False)
+    assert rows == [("GCS", "the network (every interface)", "OFF: anyone who reaches it runs code")]
