@@ -11,6 +11,7 @@ import difflib
 import importlib.metadata
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_origin
@@ -29,11 +30,24 @@ ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
 RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_KUBERAY_CRDS"}
 
 
+def shared_with_others(folder: Path) -> bool:
+    """A folder anyone may write into (``/tmp``, mode 1777): an env.yaml there could be anyone's."""
+    try:
+        return bool(folder.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
+
+
 def find_env_file(start: str | os.PathLike | None = None) -> Path | None:
+    """RAYTRAIN_ENV_FILE, else the nearest env.yaml from ``start`` (the working folder) up, else the repository's.
+    The search stops below a folder that others may write into (``/tmp``): a settings file planted there by another
+    user would choose what the tool runs and where."""
     if os.environ.get(ENV_FILE_VAR):
         return Path(os.environ[ENV_FILE_VAR]).expanduser().resolve()
     here = Path(start or os.getcwd()).resolve()
     for d in [here, *here.parents]:
+        if shared_with_others(d):
+            break
         if (d / "env.yaml").is_file():
             return d / "env.yaml"
     pkg_root = Path(__file__).resolve().parent.parent

@@ -220,3 +220,19 @@ def test_loaded_env_file_follows_overrides():
     assert config.loaded_env_file(s) == str(REPO_ENV)
     assert config.loaded_env_file(config.with_overrides(s, steps=3)) == str(REPO_ENV)
     assert config.loaded_env_file(config.Settings()) is None
+
+
+def test_an_env_yaml_in_a_folder_others_may_write_is_never_read(tmp_path, monkeypatch):
+    """/tmp is 1777: another user's /tmp/env.yaml must not choose this user's settings (nor a stray one a test
+    run left there). The search stops below such a folder and falls back to the repository's env.yaml."""
+    from raytrain_helpers.core import loading
+
+    monkeypatch.delenv(loading.ENV_FILE_VAR, raising=False)
+    open_ = tmp_path / "open"
+    (open_ / "mine" / "notebooks").mkdir(parents=True)
+    open_.chmod(0o1777)
+    (open_ / "env.yaml").write_text("target: aws\n")
+    found = loading.find_env_file(open_ / "mine" / "notebooks")
+    assert found is None or found.parent == Path(loading.__file__).resolve().parents[1]  # the package's own, if any
+    (open_ / "mine" / "env.yaml").write_text("target: local\n")
+    assert loading.find_env_file(open_ / "mine" / "notebooks") == open_ / "mine" / "env.yaml"
