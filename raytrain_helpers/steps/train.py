@@ -26,13 +26,17 @@ from ..clients.rayjobs import JobRun
 from ..core.constants import ENTRYPOINT_MODULE
 from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
 from ..core.settings import Settings
+from ..core.tables import format_table
 from ..core.validation import ConfigError
 from ..plan import perf
 from ..plan.memory import model_config
+from ..present.shown import Shown
 from ..targets import for_settings
+from ..worker import memory_lab
 from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
 from ..worker.kernels import LIGER_REQUIREMENT
+from ..worker.model import shard_model
 
 
 def storage_path(settings: Settings, run_name: str | None = None) -> str:
@@ -379,3 +383,25 @@ def plot_loss(run: JobRun, ax=None):
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+_JOB_PEAKS: dict[tuple, dict[str, int]] = {}
+
+
+def compare_memory(variants: dict[str, Any] | None = None, **sizes: int) -> Shown:
+    """05's exercises: the peak memory of one training step on this machine's CPU, for each sharding function in
+    ``variants`` (name -> ``shard(model, mixed_precision=...)``), beside the job's own ``shard_model``; by kind
+    (full weights, activations, gradients, optimizer state...), in MiB. ``sizes``: ``batch_size`` or ``seq_len``
+    for :func:`~raytrain_helpers.worker.memory_lab.measure`."""
+    key = tuple(sorted(sizes.items()))
+    if key not in _JOB_PEAKS:  # the job's own sharding, measured once per size in this process
+        _JOB_PEAKS[key] = memory_lab.measure(shard_model, **sizes)
+    peaks = {"the job's shard_model": _JOB_PEAKS[key]}
+    peaks.update({name: memory_lab.measure(shard, **sizes) for name, shard in (variants or {}).items()})
+    kinds = [k for k in memory_lab.KINDS.values() if any(p[k] for p in peaks.values())]
+    base = next(iter(peaks.values()))["total"]
+    rows = [[k, *(f"{p[k] / 2**20:.1f}" for p in peaks.values())] for k in kinds]
+    rows.append(["peak (all kinds)", *(f"{p['total'] / 2**20:.1f}" for p in peaks.values())])
+    rows.append(["vs the job's", *(f"{p['total'] / base:.0%}" for p in peaks.values())])
+    text = format_table(rows, ["MiB at the step's peak", *peaks], max_width=30)
+    return Shown("one training step on one CPU rank: what is in memory at its peak\n" + text)
