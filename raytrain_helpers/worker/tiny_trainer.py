@@ -1,9 +1,8 @@
-"""Ray Train in thirty lines: a function every worker runs, and a ``TorchTrainer`` that starts the workers.
+"""Ray Train in thirty lines: a function every worker runs, a ``TorchTrainer`` that starts them.
 
-Two CPU workers train a one-layer model with DDP over gloo; each prints its loss per step. Run it from a terminal
-(``python -m raytrain_helpers.worker.tiny_trainer``) or a notebook cell (``%run -m
-raytrain_helpers.worker.tiny_trainer``): with ``RAY_ADDRESS`` set it joins that cluster, without it Ray starts one
-of its own in this process's machine. It needs no cluster of the tutorial's and no GPU.
+Two CPU workers train a one-layer model with DDP over gloo; each prints its loss per step.
+Run it: ``python -m raytrain_helpers.worker.tiny_trainer``. ``ray.init()`` joins the cluster
+``RAY_ADDRESS`` names, else one this machine runs, else starts one of its own. No GPU needed.
 """
 
 import tempfile
@@ -30,7 +29,7 @@ def train_loop_per_worker(config):
 
 
 def main():
-    ray.init()  # RAY_ADDRESS set: joins that cluster; unset: a Ray of its own
+    ray.init()  # RAY_ADDRESS, or a cluster running here (notebook 02's), or a Ray of its own
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"steps": 5},

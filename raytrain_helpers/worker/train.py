@@ -40,15 +40,14 @@ def loop_config(cfg: JobConfig, eval_rows: Any = None) -> dict[str, Any]:
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    """The function Ray Train runs on every worker: data, model, resume, the loop, the summary, the last checkpoint.
-
-    ``config``: Ray Train's ``train_loop_config``, as :func:`loop_config` makes it."""
+    """The function Ray Train runs on every worker: data, model, resume, the loop, the summary,
+    the last checkpoint. ``config``: Ray Train's ``train_loop_config`` (:func:`loop_config`)."""
     import ray.train
     import torch
     import torch.distributed as dist
 
     cfg = JobConfig.from_dict(config["job"])
-    me = this_rank(cfg)  # rank and world size from Ray Train, the node, the device (a GPU with NCCL, or CPU/gloo)
+    me = this_rank(cfg)  # rank, world size, node and device (a GPU with NCCL, or the CPU with gloo)
 
     # 1. This rank's data: its shard of the Ray Dataset, already streaming while the model is built.
     reader, eval_batches = data_readers(cfg, me, config.get("eval_rows"))
@@ -61,24 +60,27 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     log = TrainLog(cfg, me, reader, eval_batches)
     start = resume(model, optimizer, reader, log)
 
-    # 4. The loop. A step is the whole iteration as the user waits for it: the next batch, forward, backward,
-    #    the optimizer, and the loss averaged over the ranks on the host (its .item() waits for the device).
+    # 4. The loop. A step is the whole iteration as the user waits for it: the next batch, forward,
+    #    backward, the optimizer, and the loss averaged over the ranks (.item() waits for the device).
     log.begin(model, start)
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         ids = reader.next()
-        loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True))  # FSDP gathers each layer
-        loss.backward()  # gathers each layer again, then reduce-scatters its gradients: each rank keeps its shard
-        optimizer.step()
-        log.measure_state(model, optimizer)  # once, while parameters, gradients and optimizer states all exist
-        optimizer.zero_grad(set_to_none=True)  # freed, not zeroed: no memset per parameter every step
+        # forward: FSDP all-gathers each layer's weights just before it runs, frees them after
+        loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True))
+        # backward: each layer gathered again, its gradients reduce-scattered (each rank keeps a shard)
+        loss.backward()
+        optimizer.step()  # AdamW on this rank's shards
+        log.measure_state(model, optimizer)  # once: parameters, gradients, optimizer states all exist
+        optimizer.zero_grad(set_to_none=True)  # freed, not zeroed: no memset per parameter
         mean_loss = loss.detach().float()
         dist.all_reduce(mean_loss)  # the sum over the ranks
         log.step(step, ids, mean_loss.item() / me.world, time.perf_counter() - t0, model)
-        # Only checkpoints go through ray.train.report: Ray Train keeps one unread report per worker and its
-        # controller reads them once per health check, so a report every step would hold each step until then.
+        # Only checkpoints go through ray.train.report: Ray Train keeps one unread report per worker
+        # and reads them once per health check, so a report every step would wait for that check.
         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-            save_checkpoint(model, optimizer, log.last_metrics, step, me.rank, cfg, meta=log.data_meta())
+            metrics, meta = log.last_metrics, log.data_meta()
+            save_checkpoint(model, optimizer, metrics, step, me.rank, cfg, meta=meta)
 
     # 5. Every rank's figures, gathered; they ride on the last checkpoint (Ray Train's Result.metrics).
     final = log.summary(model, optimizer, start)
@@ -114,9 +116,10 @@ def this_rank(cfg: JobConfig) -> Rank:
 
 
 def data_readers(cfg: JobConfig, me: Rank, eval_rows: Any = None):
-    """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``), its first batch on the
-    way (Ray Data starts while the model is built), and its share of the driver's held-out rows; or, outside a Ray
-    Train run with datasets (the torchrun benchmark), seeded random tokens and no evaluation."""
+    """This rank's train reader and eval batches: its Ray Data shard (``get_dataset_shard``),
+    its first batch on the way (Ray Data starts while the model is built), and its share of the
+    driver's held-out rows; or, outside a Ray Train run with datasets (the torchrun benchmark),
+    seeded random tokens and no evaluation."""
     import ray.train
 
     try:
@@ -125,11 +128,14 @@ def data_readers(cfg: JobConfig, me: Rank, eval_rows: Any = None):
         train_shard = None
     if train_shard is None:
         if cfg.data != data_mod.RANDOM:
-            raise RuntimeError(f"train.data = {cfg.data!r} needs the job's Ray Datasets; none were given")
+            raise RuntimeError(f"train.data = {cfg.data!r} needs the job's Ray Datasets: none given")
         vocab = int(cfg.model["vocab_size"])
         return data_mod.ShardReader(lambda epoch: _random_batches(cfg, me.rank, vocab)), []
-    b = cfg.batch_size
-    reader = data_mod.ShardReader(lambda epoch: train_shard.iter_torch_batches(batch_size=b, drop_last=True))
+
+    def batches(epoch):  # Ray Data streams this rank's rows as tensors, batch by batch
+        return train_shard.iter_torch_batches(batch_size=cfg.batch_size, drop_last=True)
+
+    reader = data_mod.ShardReader(batches)
     return reader.prefetch(), _held_out_batches(cfg, me, eval_rows)
 
 
@@ -161,10 +167,10 @@ def build_model(cfg: JobConfig, device):
 
 
 def build_sharded_model(cfg: JobConfig, me: Rank):
-    """The model on this rank, sharded: random weights from the preset (the same on every rank: one seed), or
-    pretrained weights loaded the FSDP2 way (meta device, shard, rank 0 reads, broadcast). Mixed precision (bf16
-    compute, fp32 weights and gradient reduction) on GPUs; CPUs stay in fp32. Returns (model, the pretrained folder
-    or None)."""
+    """The model on this rank, sharded: random weights from the preset (the same on every rank:
+    one seed), or pretrained weights loaded the FSDP2 way (meta device, shard, rank 0 reads,
+    broadcast). Mixed precision (bf16 compute, fp32 weights and gradient reduction) on GPUs;
+    CPUs stay in fp32. Returns (model, the pretrained folder or None)."""
     import torch
 
     mixed = me.on_gpu and cfg.precision in ("auto", "bf16")
@@ -175,7 +181,13 @@ def build_sharded_model(cfg: JobConfig, me: Rank):
 
     if cfg.model_id:  # pretrained
         model_dir = model_mod.resolve_model_dir(cfg.model_id)
-        model = model_mod.load_pretrained(model_dir, me.device, rank=me.rank, mixed_precision=mixed, before_shard=patch)
+        model = model_mod.load_pretrained(
+            model_dir,
+            me.device,
+            rank=me.rank,
+            mixed_precision=mixed,
+            before_shard=patch,
+        )
         return model, model_dir
     model = build_model(cfg, me.device)
     patch(model)
@@ -184,9 +196,9 @@ def build_sharded_model(cfg: JobConfig, me: Rank):
 
 
 def resume(model, optimizer, reader, log: TrainLog) -> int:
-    """Load the run's latest checkpoint, if Ray Train hands one over (``ray.train.get_checkpoint()``): every rank
-    reads its own shards of the model and optimizer state (DCP reshards when the world size changed), and the
-    reader skips the batches trained before. Returns the step to go on from (0: a new run)."""
+    """Load the run's latest checkpoint, if Ray Train hands one over (``get_checkpoint()``): every
+    rank reads its own shards of the model and optimizer state (DCP reshards when the world size
+    changed), and the reader skips the batches trained before. Returns the step to go on from."""
     import ray.train
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -202,7 +214,12 @@ def resume(model, optimizer, reader, log: TrainLog) -> int:
         msd, osd = get_state_dict(model, optimizer)
         state = {"model": msd, "optim": osd}
         dcp.load(state, checkpoint_id=d)
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+        )
     log.resumed_from = int(meta["step"])
     pos = meta.get("data_position") or {"epoch": 0, "batch": log.resumed_from}
     reader.epoch, reader.batch = int(pos["epoch"]), int(pos["batch"])  # skip what was consumed
@@ -213,11 +230,18 @@ def resume(model, optimizer, reader, log: TrainLog) -> int:
 
 
 def save_checkpoint(
-    model, optimizer, metrics: dict[str, Any], step: int, rank: int, cfg: JobConfig, meta: dict[str, Any] | None = None
+    model,
+    optimizer,
+    metrics: dict[str, Any],
+    step: int,
+    rank: int,
+    cfg: JobConfig,
+    meta: dict[str, Any] | None = None,
 ) -> None:
-    """A sharded checkpoint: every rank writes its own shards (``dcp.save``) into a temporary folder, rank 0 adds
-    the step and the data position, and ``ray.train.report`` hands the folder to Ray Train, which gathers every
-    rank's files into one checkpoint under the run's ``storage_path``. No rank ever holds the full state."""
+    """A sharded checkpoint: every rank writes its own shards (``dcp.save``) into a temporary
+    folder, rank 0 adds the step and the data position, and ``ray.train.report`` hands the folder
+    to Ray Train, which gathers every rank's files into one checkpoint under ``storage_path``.
+    No rank ever holds the full state."""
     import ray.train
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -237,7 +261,8 @@ def save_checkpoint(
                     ),
                     f,
                 )
-        ray.train.report(dict(metrics, checkpoint_step=step), checkpoint=ray.train.Checkpoint.from_directory(tmp))
+        checkpoint = ray.train.Checkpoint.from_directory(tmp)
+        ray.train.report(dict(metrics, checkpoint_step=step), checkpoint=checkpoint)
     if rank == 0:
         print(f"[train] checkpoint saved at step {step}", flush=True)
 

@@ -61,7 +61,7 @@ def _interrupted_then_again(s, params: dict, tmp_path: Path):
     Returns that job (as submitted) and the text 05 printed."""
     with local.job_server(s) as url:
         client = rayjobs.client(url)
-        as_05 = config.with_overrides(s, **{k: v for k, v in params.items() if k not in TEST_LOCAL}, steps=5)
+        as_05 = config.with_overrides(s, **{k: v for k, v in dict(params, steps=5).items() if k not in TEST_LOCAL})
         pending = train.submit(as_05, follow=False, quiet=True)
         deadline = time.monotonic() + 180
         while rayjobs.status_of(client, pending.submission_id) not in rayjobs.TERMINAL:

@@ -17,7 +17,7 @@ SOURCE = Path(__file__).resolve().parents[3] / "notebooks" / "src" / "05_train.m
 
 
 def exercise_blocks() -> dict[str, str]:
-    """``{"Exercise 5: shard only the root": code}`` for every python block of 05 that starts ``# Exercise``."""
+    """``{"Exercise 4: shard only the root": code}`` for every python block of 05 that starts ``# Exercise``."""
     blocks = re.findall(r"^( *)```python\n(.*?)^\1```", SOURCE.read_text(), flags=re.M | re.S)
     out = {}
     for indent, code in blocks:
@@ -48,11 +48,11 @@ def rows(shown) -> dict[str, list[float]]:
 
 
 def test_the_notebook_has_the_two_code_exercises():
-    assert sorted(exercise_blocks()) == ["Exercise 5: shard only the root", "Exercise 6: activation checkpointing"]
+    assert sorted(exercise_blocks()) == ["Exercise 4: shard only the root", "Exercise 5: activation checkpointing"]
 
 
 def test_root_only_sharding_holds_the_whole_models_weights_at_the_peak():
-    table = rows(run_cell(exercise_blocks()["Exercise 5: shard only the root"]))
+    table = rows(run_cell(exercise_blocks()["Exercise 4: shard only the root"]))
     job, root_only = zip(*[table[k] for k in ("full weights (gathered)", "sharded weights")], strict=True)
     assert root_only[0] > 5 * job[0], table  # gathered: the whole model against the root alone
     assert root_only[1] == job[1], table  # still sharded: the weights (and the optimizer state with them)
@@ -60,6 +60,6 @@ def test_root_only_sharding_holds_the_whole_models_weights_at_the_peak():
 
 
 def test_activation_checkpointing_frees_the_activations():
-    table = rows(run_cell(exercise_blocks()["Exercise 6: activation checkpointing"]))
+    table = rows(run_cell(exercise_blocks()["Exercise 5: activation checkpointing"]))
     assert table["activations"][1] < table["activations"][0] / 10, table
     assert table["peak (all kinds)"][1] < table["peak (all kinds)"][0] / 2, table
