@@ -345,12 +345,24 @@ def _execute(nb: Path, out: Path, nb_params: dict[str, Any], kernel: str, stream
                 request_save_on_cell_execute=True,
                 config=kernel_over_unix_sockets(sockets),
             )
+    except KeyboardInterrupt:
+        print(interrupted_message(nb.stem), file=sys.stderr, flush=True)
+        raise
     except pm.PapermillExecutionError as e:
         detail = f"cell {e.exec_count}: {e.ename}: {str(e.evalue)[:300]}"
         result = NotebookResult(nb.stem, "failed", time.time() - t0, detail)
         _show_failure(e, out)
         return result
     return NotebookResult(nb.stem, "ok", time.time() - t0, str(out))
+
+
+def interrupted_message(name: str) -> str:
+    """What the learner reads after Ctrl-C stopped a notebook: what goes on running, and what to do next."""
+    return (
+        f"\ninterrupted during {name}. A job it submitted to the cluster runs on there (05's training job does). "
+        f"Run the same command again: it starts again at {name}, and 05 follows that job while it runs, or records "
+        f"its results once it has ended, without training anything twice."
+    )
 
 
 def _show_failure(err, out: Path) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.constants import RESULT_PREFIX, SUMMARY_PREFIX
-from ..core.tables import table
+from ..core.tables import figure, table
 from ..worker.job_config import JobConfig
 
 STEP_RE = re.compile(r"\[train\] step (\d+)/(\d+) loss=([-\d.eEnaif+]+) step_time=([\d.]+)s tokens/s=(\d+)")
@@ -70,6 +70,22 @@ def find_active(jobs_client, run_name: str) -> str | None:
     return None
 
 
+def latest_of_run(jobs_client, run_name: str) -> tuple[str, str] | None:
+    """(submission id, status) of the run's most recently started job on this cluster; None: the cluster ran none."""
+    ours = [j for j in jobs_client.list_jobs() if (j.metadata or {}).get(RUN_KEY) == run_name]
+    if not ours:
+        return None
+    last = max(ours, key=lambda j: j.start_time or 0)
+    return last.submission_id, str(last.status).split(".")[-1]
+
+
+def finished(jobs_client, sid: str) -> JobRun:
+    """A job that has already ended, read from the cluster: its status and whole log, parsed as :func:`follow`
+    parses them (the job finished while nothing followed it)."""
+    logs = jobs_client.get_job_logs(sid)
+    return JobRun(sid, status_of(jobs_client, sid), logs=logs, result=parse_result(logs), steps=parse_steps(logs))
+
+
 def status_of(jobs_client, submission_id: str) -> str:
     """``SUCCEEDED``, ``RUNNING``... (without the enum's class name)."""
     return str(jobs_client.get_job_status(submission_id)).split(".")[-1]
@@ -89,6 +105,8 @@ class JobRun:
     config: dict[str, Any] = field(default_factory=dict)
     attached: bool = False
     wall_s: float = 0.0
+    #: True when 05 found the run already complete and submitted nothing: this is the finished job's record
+    already_complete: bool = False
 
     @property
     def ok(self) -> bool:
@@ -117,7 +135,12 @@ class JobRun:
 
     def show(self) -> None:
         m = self.metrics
-        print(f"job {self.submission_id}: {self.status}" + (" (attached to a running job)" if self.attached else ""))
+        how = ""
+        if self.already_complete:
+            how = " (the run was already complete: its recorded results, nothing submitted)"
+        elif self.attached:
+            how = " (attached to a job submitted earlier)"
+        print(f"job {self.submission_id}: {self.status}{how}")
         if self.result.get("error"):
             print(f"  error: {self.result['error']}")
         restarts = self.attempts[1:]
@@ -126,9 +149,10 @@ class JobRun:
             print(f"  worker group restarted: resumed after {len(restarts)} failure(s) from step {froms}")
         if m:
             start = m.get("start_step", 0)
+            trained = len(m.get("losses") or [])
             print(
                 f"  steps {start}->{m.get('step')} of {m.get('steps')}, world size {m.get('world_size')}, "
-                f"final loss {m.get('loss', float('nan')):.4f}"
+                + (f"final loss {figure(m.get('loss'), '.4f')}" if trained else "no step trained by this job")
                 + (f", resumed from step {m['resumed_from']}" if m.get("resumed_from") else "")
             )
         if self.ranks:
@@ -138,7 +162,7 @@ class JobRun:
                         r["rank"],
                         r["node_id"][:12],
                         r["device"],
-                        f"{r['tokens_per_s']:.1f}",
+                        figure(r.get("tokens_per_s") if r.get("steps_run", 1) else None, ".1f"),
                         f"{r['peak_mem_bytes'] / 2**20:.0f} MiB",
                     )
                     for r in self.ranks
@@ -390,6 +414,10 @@ class JobFollowError(RuntimeError):
 
 class JobStatusError(RuntimeError):
     """The cluster could not say what a job's status is: Jobs API unreachable, or the job unknown to it."""
+
+
+class JobUnknownError(JobStatusError):
+    """The cluster's Jobs API answers but does not know the job: the cluster was started after the job ran."""
 
 
 _CHUNK, _END, _ERROR = "chunk", "end", "error"

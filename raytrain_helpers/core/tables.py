@@ -85,3 +85,13 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def figure(value: Any, fmt: str, missing: str = "-") -> str:
+    """``value`` formatted with ``fmt``; ``missing`` when there is none or it is not a finite number (never
+    ``nan`` in front of the learner)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return missing
+    return format(number, fmt) if math.isfinite(number) else missing

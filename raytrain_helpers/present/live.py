@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..core.tables import figure
 from .shown import interactive_frontend
 
 
@@ -59,7 +60,7 @@ class LiveView(QuietView):
         if total and not self.bar.total:
             self.bar.total = int(total)
         self.bar.n = step
-        self.bar.set_postfix(loss=f"{metrics.get('loss', float('nan')):.4f}", refresh=False)
+        self.bar.set_postfix(loss=figure(metrics.get("loss"), ".4f"), refresh=False)
         self.bar.refresh()
         losses = [(int(m.get("step", i + 1)), float(m["loss"])) for i, m in enumerate(self.history) if "loss" in m]
         evals = [
@@ -76,7 +77,7 @@ def metrics_line(metrics: dict[str, Any]) -> str:
     """``step 3/8: loss 6.9480 | 0.044 s/step | 5,867 tokens/s`` (eval loss when reported)."""
     total = metrics.get("steps") or metrics.get("total")
     step = f"{metrics.get('step', '?')}" + (f"/{total}" if total else "")
-    parts = [f"step {step}: loss {metrics.get('loss', float('nan')):.4f}"]
+    parts = [f"step {step}: loss {figure(metrics.get('loss'), '.4f')}"]
     if "eval_loss" in metrics:
         parts.append(f"eval loss {metrics['eval_loss']:.4f}")
     if "step_time_s" in metrics:

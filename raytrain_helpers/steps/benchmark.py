@@ -21,7 +21,7 @@ from ..clients.rayjobs import JobRun
 from ..core.loading import with_overrides
 from ..core.paths import run_dir
 from ..core.settings import Settings
-from ..core.tables import table
+from ..core.tables import figure, table
 from ..plan import perf
 from ..targets import for_settings
 from . import capacity
@@ -201,8 +201,8 @@ def show_figures(bench: list[BenchRun]) -> None:
     def cell(key: str, v: Any) -> str:
         if v is None:
             return "n/a"
-        formats = dict(tokens_per_s_per_gpu="{:,.0f}", mfu="{:.1%}", step_s="{:.3f}", peak_memory_gib="{:.1f}")
-        return formats.get(key, "{}").format(v)
+        formats = dict(tokens_per_s_per_gpu=",.0f", mfu=".1%", step_s=".3f", peak_memory_gib=".1f")
+        return figure(v, formats[key], missing="n/a") if key in formats else str(v)
 
     table([[cell(k, row[k]) for k in FIGURES] for row in figures(bench)], FIGURES)
 

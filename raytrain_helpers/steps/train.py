@@ -5,8 +5,10 @@ submit ``python -m raytrain_helpers.worker.entrypoint`` with ``JobSubmissionClie
 ``job_server`` yields), stream the logs back with a progress bar, and parse the driver's ``RAYTRAIN_RESULT`` line.
 Transport variables (NCCL_*, FI_*) and extra pip packages travel in ``runtime_env`` only.
 
-Idempotent: if a job of the same run is still running it is followed, not submitted again; when a run is
-submitted again after a failure, Ray Train resumes from its latest checkpoint.
+Idempotent: if a job of the same run is still running it is followed, not submitted again; one that ended while
+nothing followed it is read back and recorded; a run already trained to its last step is not submitted again (its
+finished job is the result); when a run is submitted again after a failure, or with more steps, Ray Train resumes
+from its latest checkpoint.
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ from ..clients.rayjobs import JobRun
 from ..core.constants import ENTRYPOINT_MODULE
 from ..core.paths import PACKAGE_DIR, run_dir, runs_dir
 from ..core.settings import Settings
+from ..core.tables import format_table
 from ..core.validation import ConfigError
 from ..plan import perf
 from ..plan.memory import model_config
+from ..present.shown import Shown
 from ..targets import for_settings
+from ..worker import memory_lab
 from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
 from ..worker.kernels import LIGER_REQUIREMENT
+from ..worker.model import shard_model
 
 
 def storage_path(settings: Settings, run_name: str | None = None) -> str:
@@ -186,7 +192,9 @@ def submit(
     with each step's metrics (step, steps, loss, step_time_s, tokens_per_s, and eval_loss when the step has it)
     instead of printing the step line, and ``close()``, called once at the end; None prints plain step lines. The
     job is stopped after ``train.job_timeout_s`` seconds (0: never). Interrupting the call leaves the job running:
-    calling it again follows the same job."""
+    calling it again follows the same job, or, once it has ended, records its results. A run already trained to
+    ``steps`` is not submitted again: its finished job is returned (:func:`complete_run`), with ``already_complete``
+    set."""
     run_name = run_name or settings.run_name
     if not hasattr(progress, "update"):  # a bare True/False from older callers: plain step lines
         progress = None
@@ -201,6 +209,12 @@ def submit(
             cfg = job_config(
                 settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps, final_checkpoint=final_checkpoint
             )
+            # without a final checkpoint a new job starts from the last periodic one and trains again
+            done = complete_run(settings, client, run_name, cfg.steps, quiet=quiet) if final_checkpoint else None
+            if done is not None:
+                if progress is not None:
+                    replay(done, progress)
+                return done
             sid = _submit_new(settings, client, cfg, extra_env)
             if not quiet:
                 print(f"submitted {sid} to {url}")
@@ -218,6 +232,52 @@ def submit(
         run.attached = cfg is None
     _save(settings, run, run_name)
     return run
+
+
+def complete_run(settings: Settings, client, run_name: str, steps: int, *, quiet: bool = False) -> JobRun | None:
+    """The run's finished job when nothing is left to train (its last step reached ``steps``), else None.
+
+    A job of the run that ended successfully while nothing followed it (the notebook's kernel was interrupted or
+    died; the job ran on in the cluster) is read back from the cluster and recorded first, as if followed. Then,
+    when the recorded job succeeded and trained up to ``steps``, that job is the run's result: a job submitted now
+    would resume from the last checkpoint and train nothing."""
+    recorded = load_last(settings, run_name)
+    latest = rayjobs.latest_of_run(client, run_name)
+    if latest and latest[1] == "SUCCEEDED" and (recorded is None or recorded.submission_id != latest[0]):
+        recorded = rayjobs.finished(client, latest[0])
+        recorded.config = _as_record(_recorded_config(settings, run_name, latest[0]))
+        recorded.attached = True
+        _save(settings, recorded, run_name)
+        if not quiet:
+            print(f"job {latest[0]} of run {run_name!r} ended while nothing followed it: its results are recorded now")
+    if recorded is None or not recorded.ok or int(recorded.metrics.get("step") or 0) < steps:
+        return None
+    recorded.already_complete = True
+    if not quiet:
+        print(already_complete_message(recorded, run_name, steps))
+    return recorded
+
+
+def already_complete_message(run: JobRun, run_name: str, steps: int) -> str:
+    """What 05 says instead of submitting a job that would train nothing."""
+    m = run.metrics
+    asked = "" if int(m.get("step") or 0) == steps else f" ({steps} asked for)"
+    return (
+        f"run {run_name!r} is already complete: job {run.submission_id} trained it to step {m.get('step')}{asked}, "
+        f"so nothing was submitted (a new job would resume from its last checkpoint and train nothing). "
+        f"The results below are that job's.\n"
+        f"To train again: a new run name (-p run_name {run_name}-2, or run_name = ... in the parameters cell) "
+        f"starts from step 0; more steps (-p steps {int(m.get('step') or steps) + 40}) continue this run from its "
+        f"checkpoint."
+    )
+
+
+def replay(run: JobRun, progress: rayjobs.Progress) -> None:
+    """Draw a finished job's recorded steps in the live view (the loss curve it trained), then close it."""
+    by_step = {int(m["step"]): m for m in run.steps}  # Ray may print a line twice
+    for step in sorted(by_step):
+        progress.update(by_step[step])
+    progress.close()
 
 
 def _recorded_config(settings: Settings, run_name: str, sid: str) -> JobConfig | None:
@@ -288,12 +348,15 @@ def live_status(settings: Settings, submission_id: str) -> str:
     """The job's status as the cluster reports it now (``SUCCEEDED``, ``RUNNING``...).
 
     Raises :class:`~raytrain_helpers.clients.rayjobs.JobStatusError` saying why the cluster cannot tell: its Jobs
-    API is unreachable (cluster stopped, port-forward refused) or it does not know the job (a new cluster)."""
+    API is unreachable (cluster stopped, port-forward refused); its subclass ``JobUnknownError`` when the cluster
+    answers but does not know the job (a cluster started since)."""
     try:
         with for_settings(settings).job_server(settings) as url:
             return rayjobs.status_of(rayjobs.client(url), submission_id)
     except (OSError, RuntimeError) as e:  # ConnectionError, the target's "not running", Ray's "does not exist"
-        raise rayjobs.JobStatusError(f"cannot read the status of {submission_id}: {type(e).__name__}: {e}") from e
+        # Ray's Jobs API answers 404 "Job ... does not exist" for a job it never ran
+        error = rayjobs.JobUnknownError if "does not exist" in str(e) else rayjobs.JobStatusError
+        raise error(f"cannot read the status of {submission_id}: {type(e).__name__}: {e}") from e
 
 
 def plot_loss(run: JobRun, ax=None):
@@ -320,3 +383,25 @@ def plot_loss(run: JobRun, ax=None):
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+_JOB_PEAKS: dict[tuple, dict[str, int]] = {}
+
+
+def compare_memory(variants: dict[str, Any] | None = None, **sizes: int) -> Shown:
+    """05's exercises: the peak memory of one training step on this machine's CPU, for each sharding function in
+    ``variants`` (name -> ``shard(model, mixed_precision=...)``), beside the job's own ``shard_model``; by kind
+    (full weights, activations, gradients, optimizer state...), in MiB. ``sizes``: ``batch_size`` or ``seq_len``
+    for :func:`~raytrain_helpers.worker.memory_lab.measure`."""
+    key = tuple(sorted(sizes.items()))
+    if key not in _JOB_PEAKS:  # the job's own sharding, measured once per size in this process
+        _JOB_PEAKS[key] = memory_lab.measure(shard_model, **sizes)
+    peaks = {"the job's shard_model": _JOB_PEAKS[key]}
+    peaks.update({name: memory_lab.measure(shard, **sizes) for name, shard in (variants or {}).items()})
+    kinds = [k for k in memory_lab.KINDS.values() if any(p[k] for p in peaks.values())]
+    base = next(iter(peaks.values()))["total"]
+    rows = [[k, *(f"{p[k] / 2**20:.1f}" for p in peaks.values())] for k in kinds]
+    rows.append(["peak (all kinds)", *(f"{p['total'] / 2**20:.1f}" for p in peaks.values())])
+    rows.append(["vs the job's", *(f"{p['total'] / base:.0%}" for p in peaks.values())])
+    text = format_table(rows, ["MiB at the step's peak", *peaks], max_width=30)
+    return Shown("one training step on one CPU rank: what is in memory at its peak\n" + text)

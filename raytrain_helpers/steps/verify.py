@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import nccl
-from ..clients.rayjobs import JobRun, JobStatusError
+from ..clients.rayjobs import JobRun, JobStatusError, JobUnknownError
 from ..core.constants import GIB, SUCCESS_RE
 from ..core.criteria import Criteria
 from ..core.settings import Settings
@@ -150,23 +150,35 @@ def check_nodes(crit: Criteria, run: JobRun, want: int = 1) -> set[str]:
     return head_ids
 
 
-def job_status_now(settings: Settings, run: JobRun) -> tuple[str | None, str | None]:
-    """(status, None) as the cluster reports it now, or (None, why the cluster cannot tell)."""
+def job_status_now(settings: Settings, run: JobRun) -> tuple[str | None, str | None, bool]:
+    """(status, None, False) as the cluster reports it now, or (None, why the cluster cannot tell, whether it
+    answered but does not know the job: a cluster started after the job ran)."""
     try:
-        return live_status(settings, run.submission_id), None
+        return live_status(settings, run.submission_id), None, False
+    except JobUnknownError as e:
+        return None, str(e), True
     except JobStatusError as e:
-        return None, str(e)
+        return None, str(e), False
 
 
-def check_job(crit: Criteria, run: JobRun, live: str | None, unavailable: str | None = None) -> None:
+def check_job(
+    crit: Criteria, run: JobRun, live: str | None, unavailable: str | None = None, unknown: bool = False
+) -> None:
     """The job SUCCEEDED, as recorded and as the cluster reports it now (a status the cluster cannot give fails, with
-    the reason). A failed job whose driver saw worker nodes dead names them."""
+    the reason; a cluster started after the job, which does not know it, leaves the record to say). A failed job
+    whose driver saw worker nodes dead names them."""
     dead = dead_worker_nodes(run) if run.status != "SUCCEEDED" else []
+    if live:
+        now = f" (cluster now says {live})"
+    elif unknown:
+        now = " (recorded by 05_train when it ended; the cluster running now was started after it and does not know it)"
+    else:
+        now = f" (recorded by 05_train; {unavailable})"
     crit.add(
         "job SUCCEEDED",
-        run.status == "SUCCEEDED" and run.result.get("ok", False) and live == "SUCCEEDED",
+        run.status == "SUCCEEDED" and run.result.get("ok", False) and (live == "SUCCEEDED" or unknown),
         f"{run.status}"
-        + (f" (cluster now says {live})" if live else f" (recorded by 05_train; {unavailable})")
+        + now
         + (f"; error: {run.result.get('error')}" if run.result.get("error") else "")
         + (f"; worker node(s) died during the run: {', '.join(dead)}" if dead else ""),
     )

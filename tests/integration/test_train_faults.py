@@ -7,7 +7,8 @@
    allowed failure is spent) and 06 names the dead node; `up` (02, which `raytrain-tutorial run` always re-runs)
    starts that node again with the cluster's auth token, so the tests after this one get the cluster whole;
 3. the same run submitted again resumes from its latest checkpoint and finishes: every step of the 40 was trained
-   by one of the two jobs, with no gap across the restart or the failed job.
+   by one of the two jobs, with no gap across the restart or the failed job;
+4. the finished run submitted once more: no job is submitted, the finished one is the result.
 
 Steps are made a little slower (longer sequences) and the run longer, so that there is a window to act in."""
 
@@ -179,3 +180,14 @@ def test_a_killed_worker_kernel_and_node_lose_no_step(local_settings, local_clus
         f"no worker failure, resumed from step {k2} (an earlier job); steps {k2 + 1}-{STEPS} of {STEPS} trained",
     )
     assert v.ok, v.criteria.to_json()
+
+    # 4. the finished run submitted again (the tool's own advice after an interrupted `run`): nothing is submitted;
+    # the finished job is the result, and 06 still verifies the job that trained
+    capsys.readouterr()
+    again = train.submit(s)
+    said = capsys.readouterr().out
+    assert again.already_complete and again.submission_id == resumed.submission_id, said
+    assert f"run 'fault' is already complete: job {resumed.submission_id} trained it to step {STEPS}" in said
+    ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "fault"]
+    assert len(ours) == 2, "a job that would resume at the last step and train nothing was submitted"
+    assert train.load_last(s).submission_id == resumed.submission_id

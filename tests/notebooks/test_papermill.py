@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import papermill as pm
@@ -54,6 +58,61 @@ def _first_run(learner, params: dict, tmp_path: Path) -> str:
     return run.printed
 
 
+def _main_command(params: dict, interrupt_when=None) -> str:
+    """The README's main command, ``raytrain-tutorial run``, on 05 alone (``--only 05``: the session's cluster stays
+    up) with ``params`` as ``-p`` overrides; Ctrl-C (SIGINT to the command) once ``interrupt_when()`` is true.
+    Returns what the command printed and, for a finished 05, what the executed notebook printed."""
+    argv = [sys.executable, "-m", "raytrain_helpers.cli", "run", "--only", "05"]
+    for key, value in params.items():
+        argv += ["-p", key, str(value)]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if interrupt_when is not None:
+        deadline = time.monotonic() + 240
+        while not interrupt_when():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal: the command stops, its job goes on
+    printed = proc.communicate(timeout=240)[0]
+    executed = Path(os.environ["RAYTRAIN_RUNS_DIR"]) / params["run_name"] / "notebooks" / "05_train.ipynb"
+    return printed + (notebook_outputs(executed) if proc.returncode == 0 else "")
+
+
+def _interrupted_then_again(s, params: dict, earlier: str) -> tuple[str, str]:
+    """The main command with more steps, interrupted with Ctrl-C once its job runs: the job trains on to its end in
+    the cluster; the command run again (as it advises) picks up at 05, which reads that finished job back and
+    records it, submitting nothing. Returns that job's submission id and what the second command printed."""
+    with local.job_server(s) as url:
+        client = rayjobs.client(url)
+
+        def new_job() -> str | None:
+            ours = [j for j in client.list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "pm-resume"]
+            return next((j.submission_id for j in ours if j.submission_id != earlier), None)
+
+        said = _main_command(dict(params, steps=5), interrupt_when=new_job)
+        assert "interrupted during 05_train" in said and "Run the same command again" in said, said[-3000:]
+        sid = new_job()
+        deadline = time.monotonic() + 180
+        while rayjobs.status_of(client, sid) not in rayjobs.TERMINAL:
+            assert time.monotonic() < deadline, "the resumed job did not end in time"
+            time.sleep(0.5)
+    text = _main_command(dict(params, steps=5))
+    assert f"job {sid} of run 'pm-resume' ended while nothing followed it" in text, text[-3000:]
+    assert "run 'pm-resume' is already complete" in text and "nothing was submitted" in text
+    return sid, text
+
+
+def _again(learner, params: dict, tmp_path: Path) -> str:
+    """05 once more on a finished run, as the learner runs it after the main command: in JupyterLab when a browser
+    is here (the live view replays the finished job's steps), else headless. Returns the text the notebook printed."""
+    if learner is None:
+        return _run("05_train", tmp_path / "05c.ipynb", params)
+    run = learner.run("05_train", params, "raytrain-live-view", tmp_path)
+    run.check_ran("live view, again")
+    assert "step 5/5: loss" in run.widget_text, run.widget_text[:500]
+    assert not re.search(r"\bnan\b", run.widget_text), run.widget_text[:500]
+    return run.printed
+
+
 def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, learner, tmp_path):
     """05 with -p overrides trains 3 steps (checkpoint at 2 and 3), in JupyterLab where a browser is here (its live
     view checked), else headless; 05 again, headless with more steps, resumes from the latest checkpoint without
@@ -77,10 +136,11 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
         entrypoint = rayjobs.client(url).get_job_info(first.submission_id).entrypoint
     assert entrypoint.startswith(f"{shlex.quote(sys.executable)} -m "), entrypoint
 
-    text = _run("05_train", tmp_path / "05b.ipynb", dict(params, steps=5))
+    pending, text = _interrupted_then_again(s, params, first.submission_id)
     assert "steps 3->5 of 5" in text and "resumed from step 3" in text
     assert "on these same nodes with the same settings" in text, "05 again checked the transport anew"
     second = train.load_last(s)
+    assert second.submission_id == pending and second.attached
     assert second.metrics["resumed_from"] == 3 and len(second.metrics["losses"]) == 2
     assert "[train] resumed from checkpoint at step 3" in second.logs
 
@@ -99,6 +159,16 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
     out = verify.generate(config.with_overrides(s, steps=5), show=False)  # the exported folder, from_pretrained
     assert out["path"] == second.metrics["export_path"] and len(out["rows"]) >= 10 and out["after"] is not None
 
+    # the README's path: after the run finished, the learner runs 05 again (in JupyterLab where a browser is here):
+    # it says the run is complete, shows that job's results and how to train again, and submits nothing
+    text = _again(learner, dict(params, steps=5), tmp_path)
+    assert "run 'pm-resume' is already complete" in text and f"job {pending} trained it to step 5" in text
+    assert "To train again: a new run name" in text and "steps 3->5 of 5" in text
+    assert not re.search(r"\bnan\b", text), "a missing figure reached the learner as nan"
+    with local.job_server(s) as url:
+        ours = [j for j in rayjobs.client(url).list_jobs() if (j.metadata or {}).get(rayjobs.RUN_KEY) == "pm-resume"]
+    assert sorted(j.submission_id for j in ours) == sorted([first.submission_id, second.submission_id]), "a no-op job"
+
     # 06's entry point, in this process (5 steps do not teach the task: the completion row is checked on the
     # default run, see tests/unit/steps/test_completions.py)
     v = verify.run(config.with_overrides(s, steps=5), check_model=False)
@@ -113,6 +183,8 @@ def test_train_resume_and_verify_with_overrides(local_settings, local_cluster, l
         for name in ("checkpoint restorable", "workers spread over >= 2 worker nodes", COMPLETIONS):
             assert name in page.widget_text, (name, page.widget_text[:800])
         assert "PASS" in page.widget_text and "FAIL" in page.widget_text
+        # what it verifies is the job that trained steps 4-5, not a job that resumed at the end and trained nothing
+        assert "2 step(s), last" in page.widget_text and not re.search(r"\bnan\b", page.widget_text)
         # 5 steps do not teach the task: the completion row fails, and only the last cell says so, as in a headless run
         assert len(page.errors) == 1 and COMPLETIONS in page.errors[0], page.errors
 

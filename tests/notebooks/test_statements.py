@@ -92,7 +92,8 @@ def test_every_chapter_ends_with_exercises_a_recap_and_the_docs(name):
     text = _text(name)
     tail = text[text.index("## Exercises") : text.index("## Troubleshooting")]  # ValueError: a section is missing
     exercises = re.findall(r"^\d+\. \*\*.+?\*\*", tail, re.M)
-    assert 2 <= len(exercises) <= 3, f"{name}: {len(exercises)} exercises"
+    # two or three on the settings; 05 adds two that change the code (tests/unit/worker/test_memory_lab.py runs them)
+    assert 2 <= len(exercises) <= (5 if name == "05_train" else 3), f"{name}: {len(exercises)} exercises"
     assert tail.count("*Observe:*") == len(exercises), f"{name}: every exercise says what to observe"
     assert "**Recap.**" in tail and "**Learn more**" in tail, name
     links = re.findall(r"\]\((https?://[^)\s]+)\)", tail[tail.index("**Learn more**") :])

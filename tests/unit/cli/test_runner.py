@@ -189,3 +189,20 @@ def test_kernels_keep_tcp_where_the_socket_folder_is_too_deep():
     assert runner.kernel_over_unix_sockets("/tmp/raytrain-kernel-x").KernelManager.transport == "ipc"
     deep = "/tmp/" + "d" * 80 + "/raytrain-kernel-x"
     assert "KernelManager" not in runner.kernel_over_unix_sockets(deep)
+
+
+def test_an_interrupted_notebook_says_what_runs_on_and_what_to_do(fake_notebooks, repo_root, monkeypatch, capsys):
+    """Ctrl-C during a notebook (papermill's call interrupted): the runner says that a submitted job runs on and that
+    the same command picks up there, then lets the interrupt end the command (the CLI exits 130)."""
+    import papermill as pm
+
+    s = config.load(repo_root / "env.yaml", environ={}, run_name="runner-interrupted")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pm, "execute_notebook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_notebooks(s, params={}, env_file=None, files=[])
+    err = capsys.readouterr().err
+    assert "interrupted during 01_one" in err and "Run the same command again: it starts again at 01_one" in err

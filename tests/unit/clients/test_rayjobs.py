@@ -304,3 +304,32 @@ def test_quiet_client_logs_holds_when_ray_s_client_is_first_imported_inside_it()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == str(logging.WARNING)
+
+
+def test_a_job_that_trained_no_step_shows_no_nan(capsys):
+    """A job that resumed at its last step has no loss and no timed step: its summary says so, never ``nan``."""
+    metrics = dict(
+        step=80,
+        steps=80,
+        start_step=80,
+        world_size=2,
+        losses=[],
+        loss=float("nan"),
+        ranks=[
+            dict(rank=r, node_id="n" * 56, device="cpu", steps_run=0, tokens_per_s=0.0, peak_mem_bytes=1 << 30)
+            for r in range(2)
+        ],
+    )
+    rayjobs.JobRun("raytrain-x", "SUCCEEDED", result=dict(ok=True, metrics=metrics), already_complete=True).show()
+    out = capsys.readouterr().out
+    assert "nan" not in out and "no step trained by this job" in out and "the run was already complete" in out
+    rows = [line.split("|") for line in out.splitlines() if line.startswith(("| 0 ", "| 1 "))]
+    assert [r[4].strip() for r in rows] == ["-", "-"], out
+
+
+def test_missing_figures_are_a_dash():
+    from raytrain_helpers.core.tables import figure
+    from raytrain_helpers.present.live import metrics_line
+
+    assert [figure(v, ".2f") for v in (1.234, None, float("nan"), float("inf"), "x")] == ["1.23", "-", "-", "-", "-"]
+    assert metrics_line(dict(step=3, steps=8)) == "step 3/8: loss -"

@@ -61,3 +61,60 @@ def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_
     assert train.job_pip(extra, job_cfg(kernels="none", planned_kernels="none")) == ["einops==0.8.1"]
     pinned = config.with_overrides(s, extra_pip=["liger-kernel==0.8.5"])
     assert train.job_pip(pinned, job_cfg(kernels="liger", planned_kernels="liger")) == ["liger-kernel==0.8.5"]
+
+
+class _Jobs:
+    """The Jobs API calls ``complete_run`` makes, answered from a list of (submission id, status, start, logs); the
+    logs are a real job's (the real Jobs API is exercised in tests/notebooks/test_papermill.py's flow)."""
+
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def list_jobs(self):
+        from types import SimpleNamespace
+
+        return [
+            SimpleNamespace(submission_id=sid, status=status, start_time=start, metadata={"raytrain_run": "unit"})
+            for sid, status, start, _ in self.jobs
+        ]
+
+    def get_job_logs(self, sid):
+        return next(logs for s, _, _, logs in self.jobs if s == sid)
+
+    def get_job_status(self, sid):
+        return next(status for s, status, _, _ in self.jobs if s == sid)
+
+
+@pytest.fixture
+def unit_run(clean_env, repo_root, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path))
+    s = config.load(repo_root / "env.yaml", environ={}, gpus_per_worker_node=0, run_name="unit")
+    logs = (Path(__file__).resolve().parents[2] / "fixtures" / "jobs" / "cpu-2ranks-committed.log").read_text()
+    return s, logs  # a real 2-rank job of 8 steps
+
+
+def test_a_finished_run_is_its_result_and_nothing_is_submitted(unit_run, capsys):
+    """A job that ended while nothing followed it is recorded; asked for no more steps than it trained, the run is
+    complete: that job is returned and the learner reads why nothing was submitted and how to train again."""
+    s, logs = unit_run
+    jobs = _Jobs([("raytrain-unit-a", "FAILED", 1, "boom"), ("raytrain-unit-b", "SUCCEEDED", 2, logs)])
+    done = train.complete_run(s, jobs, "unit", 8)
+    said = capsys.readouterr().out
+    assert done is not None and done.already_complete and done.submission_id == "raytrain-unit-b"
+    assert "job raytrain-unit-b of run 'unit' ended while nothing followed it" in said
+    assert "run 'unit' is already complete: job raytrain-unit-b trained it to step 8, so nothing was submitted" in said
+    assert "-p run_name unit-2" in said and "-p steps 48" in said
+    assert train.load_last(s).submission_id == "raytrain-unit-b", "the finished job is recorded for 06"
+    assert train.complete_run(s, jobs, "unit", 8, quiet=True).submission_id == "raytrain-unit-b"  # from the record
+
+
+def test_more_steps_or_a_failed_last_job_train(unit_run):
+    s, logs = unit_run
+    finished = _Jobs([("raytrain-unit-b", "SUCCEEDED", 2, logs)])
+    assert train.complete_run(s, finished, "unit", 12, quiet=True) is None, "more steps: a job that resumes"
+    assert train.load_last(s).submission_id == "raytrain-unit-b"
+    failed = _Jobs([("raytrain-unit-b", "SUCCEEDED", 2, logs), ("raytrain-unit-c", "FAILED", 3, "boom")])
+    assert train.complete_run(s, failed, "unit", 8, quiet=True).submission_id == "raytrain-unit-b"
+    assert train.complete_run(s, _Jobs([]), "other", 8, quiet=True) is None, "nothing recorded, nothing ran"

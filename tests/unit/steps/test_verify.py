@@ -264,3 +264,43 @@ def test_the_exported_model_is_a_row_of_the_criteria_table(settings, good_run, m
     assert row.status == "FAIL" and "/20 exactly right" in row.evidence and len(v.generations["rows"]) == 20
     names = [c.name for c in v.criteria.items]
     assert names.index(row.name) == names.index("the model learned (held-out eval loss >= 5 % lower)") + 1
+
+
+def test_a_cluster_started_after_the_job_leaves_the_record_to_say(settings, good_run, monkeypatch):
+    """After the main command (08 stopped the cluster, 02 started a new one), 06 verifies the recorded job: the new
+    cluster answers but does not know it, which is not a failure; an unreachable cluster still is."""
+
+    def unknown(*a):
+        raise verify.JobUnknownError(
+            "cannot read the status of raytrain-x: RuntimeError: Job raytrain-x does not exist"
+        )
+
+    monkeypatch.setattr(verify, "live_status", unknown)
+    v = verify.verify(settings, copy.deepcopy(good_run), check_restore=False, check_model=False)
+    job = next(c for c in v.criteria.items if c.name == "job SUCCEEDED")
+    assert job.status == "PASS" and "started after it and does not know it" in job.evidence, job.evidence
+    failed = copy.deepcopy(good_run)
+    failed.status = "FAILED"
+    v = verify.verify(settings, failed, check_restore=False, check_model=False)
+    assert next(c for c in v.criteria.items if c.name == "job SUCCEEDED").status == "FAIL"
+
+
+def test_live_status_names_a_job_the_cluster_does_not_know(monkeypatch, settings):
+    from contextlib import contextmanager
+
+    from raytrain_helpers.clients import rayjobs
+    from raytrain_helpers.steps import train
+
+    class _Target:
+        @contextmanager
+        def job_server(self, s):
+            yield "http://127.0.0.1:1"
+
+    class _Client:
+        def get_job_status(self, sid):  # Ray's JobSubmissionClient on a 404
+            raise RuntimeError(f"Request failed with status code 404: Job {sid} does not exist.")
+
+    monkeypatch.setattr(train, "for_settings", lambda s: _Target())
+    monkeypatch.setattr(rayjobs, "client", lambda url: _Client())
+    with pytest.raises(rayjobs.JobUnknownError, match="raytrain-x"):
+        train.live_status(settings, "raytrain-x")

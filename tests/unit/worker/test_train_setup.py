@@ -36,7 +36,8 @@ class _Shard:
 
 @pytest.fixture
 def rank(monkeypatch):
-    """``train._setup``'s surroundings on one CPU rank, recording the order of what it asks for."""
+    """The surroundings of a rank's set-up (``this_rank``, ``data_readers``, ``build_sharded_model``) on one CPU
+    rank, recording the order of what it asks for."""
     import ray
     import ray.train.torch
 
@@ -63,6 +64,9 @@ def rank(monkeypatch):
 
 
 def test_the_dataset_shard_is_asked_for_and_read_while_the_model_is_built(rank):
-    w = train._setup(job_cfg(), eval_rows=None)
+    cfg = job_cfg()
+    me = train.this_rank(cfg)  # as train_loop_per_worker sets up: the rank, its data, then the model
+    reader, _ = train.data_readers(cfg, me, eval_rows=None)
+    train.build_sharded_model(cfg, me)
     assert rank == ["dataset shard", "model built", "first batch asked during the build"]
-    assert [int(w.reader.next()[0, 0]) for _ in range(4)] == [0, 1, 2, 3]  # the prefetched batch is the first
+    assert [int(reader.next()[0, 0]) for _ in range(4)] == [0, 1, 2, 3]  # the prefetched batch is the first
