@@ -54,6 +54,7 @@ from .raycluster_checks import (
     check_worker_runtime,
     check_worker_scheduling,
     group_pod_spec,
+    kuberay_resources_map,
     parse_ray_resources,
     socket_ifname_problems,
 )
@@ -202,6 +203,7 @@ __all__ = [
     "hf_cache_gib",
     "max_pods",
     "operator_values",
+    "kuberay_resources_map",
     "parse_ray_resources",
     "raycluster_values",
     "rayjob_values",
