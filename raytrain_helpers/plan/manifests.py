@@ -16,7 +16,13 @@ from ..core.settings import Settings
 from . import eksctl, iam
 from .iam import render_service_account
 from .plugins import render_plugins
-from .raycluster import render_namespace, render_operator, render_raycluster, render_rayjob
+from .raycluster import (
+    render_namespace,
+    render_network_policies,
+    render_operator,
+    render_raycluster,
+    render_rayjob,
+)
 from .render import to_yaml
 
 #: Objects written under this sub-folder are alternatives, not part of `kubectl apply -f DIR`.
@@ -38,7 +44,8 @@ def render_all(settings: Settings, *, include_alternatives: bool = True) -> list
     RayCluster would ask for every GPU node twice.
     """
     objs = render_plugins(settings) + render_operator(settings)
-    objs += [render_namespace(settings), render_service_account(settings), render_raycluster(settings)]
+    objs += [render_namespace(settings), *render_network_policies(settings), render_service_account(settings)]
+    objs += [render_raycluster(settings)]
     out = [(filename(i, obj), obj) for i, obj in enumerate(objs, start=1)]
     if include_alternatives:
         job = render_rayjob(settings)

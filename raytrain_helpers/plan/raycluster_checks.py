@@ -176,7 +176,7 @@ def check_worker_hf_cache(group: dict) -> list[str]:
 
 
 def check_cluster_fields(spec: dict, settings: Settings, what: str) -> list[str]:
-    """The Ray version the image runs, and no autoscaler."""
+    """The Ray version the image runs, no autoscaler, and Ray's token authentication on."""
     problems = []
     ray_version = settings.versions.ray_version
     if spec.get("rayVersion") != ray_version:
@@ -187,6 +187,12 @@ def check_cluster_fields(spec: dict, settings: Settings, what: str) -> list[str]
     if spec.get("enableInTreeAutoscaling"):
         problems.append(
             f"{what}: the autoscaler is on; this tutorial uses a fixed-size group. Fix: enableInTreeAutoscaling: false"
+        )
+    auth = spec.get("authOptions") or {}
+    if auth.get("mode") != "token" or auth.get("enableK8sTokenAuth"):
+        problems.append(
+            f"{what}.spec.authOptions = {auth or None!r}: any pod that reaches the head could run code on the "
+            f"cluster. Fix: authOptions: {{mode: token}} (KubeRay creates the token Secret)"
         )
     return problems
 

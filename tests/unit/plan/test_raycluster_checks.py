@@ -56,6 +56,7 @@ def test_cluster_fields():
     problems = raycluster_checks.check_cluster_fields(spec, s, "RayJob.rayClusterSpec")
     assert problems[0].startswith("RayJob.rayClusterSpec.spec.rayVersion = '2.9.0' but RAY_VERSION is '2.58.0'")
     assert "enableInTreeAutoscaling: false" in problems[1]
+    assert "authOptions = None" in problems[2] and "mode: token" in problems[2]
 
 
 def test_head_scheduling():
@@ -155,6 +156,7 @@ def test_more_structural_failures():
         "image": lambda rc: _worker(rc)["template"]["spec"]["containers"][0].__setitem__("image", "ray:latest"),
         "role=system": lambda rc: rc["spec"]["headGroupSpec"]["template"]["spec"].pop("nodeSelector"),
         "one worker group": lambda rc: rc["spec"]["workerGroupSpecs"].append(_worker(rc)),
+        "authOptions": lambda rc: rc["spec"].pop("authOptions"),
     }
     for needle, breaker in cases.items():
         _check_breaks(s, needle, breaker)
