@@ -168,6 +168,14 @@ def test_one_gpu_instance_type(monkeypatch):
     assert rc["spec"]["workerGroupSpecs"][0]["rayStartParams"]["num-gpus"] == "1"
 
 
+def test_ray_pods_take_the_region_from_the_settings_not_the_metadata_service():
+    s = settings(region="eu-north-1")
+    for part, tmpl in pod_templates(raycluster.render_raycluster(s)):
+        env = {e["name"]: e.get("value") for e in tmpl["spec"]["containers"][0]["env"]}
+        assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "eu-north-1", part
+        assert env["AWS_EC2_METADATA_DISABLED"] == "true", part
+
+
 def test_nccl_settings_reach_the_workers():
     s = settings(debug="WARN", env={"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET"})
     rc = raycluster.render_raycluster(s)
