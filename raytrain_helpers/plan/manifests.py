@@ -96,7 +96,8 @@ def aws_storage_settings(settings: Settings) -> Settings:
 
 def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
     """The storage role's trust and permission policies (JSON, as ``aws iam create-role`` / ``put-role-policy``
-    take them) and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
+    take them), the bucket's policy (``aws s3api put-bucket-policy``: TLS only; on a bucket the tutorial creates)
+    and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
     settings = aws_storage_settings(settings)
     loc = iam.storage_location(settings, account)
     mode = "irsa" if settings.aws.pod_identity == "irsa" else "pod-identity"
@@ -104,6 +105,7 @@ def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) ->
     docs = [
         ("iam/storage-role-trust-policy.json", json.dumps(trust, indent=2) + "\n"),
         ("iam/storage-role-permission-policy.json", json.dumps(iam.permission_policy(settings, loc), indent=2) + "\n"),
+        ("iam/bucket-policy.json", json.dumps(iam.bucket_policy(settings, loc.bucket), indent=2) + "\n"),
     ]
     if mode == "pod-identity":
         k = settings.kubernetes
