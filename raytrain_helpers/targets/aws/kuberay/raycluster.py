@@ -160,7 +160,8 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
         return run.failed(
             "KubeRay operator not ready", diagnosis=diagnose_operator(run.client, dep), install_method=method
         )
-    kube.apply(run.client, render_namespace(run.settings))
+    if kube.get(run.client, "v1", "Namespace", run.settings.kubernetes.namespace) is None:
+        kube.apply(run.client, render_namespace(run.settings))  # a workshop's namespace is the facilitator's: kept
     for policy in render_network_policies(run.settings):  # before any pod: default-deny ingress, then the allow
         kube.apply(run.client, policy)
     kube.apply(run.client, storage_state.service_account(run.settings))  # the pods' identity (checkpoint storage)
