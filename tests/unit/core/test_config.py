@@ -89,6 +89,29 @@ def test_bad_values_name_the_field_and_the_fix(kw, field, fix):
     assert fix in msg, msg
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    "image, ok",
+    [
+        ("public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1", True),
+        (f"public.ecr.aws/deep-learning-containers/ray@{DIGEST}", True),  # pinned by digest alone
+        (f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1@{DIGEST}", True),  # tag and digest
+        (f"registry.example:5000/ray:latest@{DIGEST}", True),  # the digest decides, whatever the tag says
+        ("public.ecr.aws/deep-learning-containers/ray", False),  # neither
+        ("public.ecr.aws/deep-learning-containers/ray@sha256:abc", False),  # not a sha256 digest
+        (f"public.ecr.aws/deep-learning-containers/ray@{DIGEST.upper()}", False),
+    ],
+)
+def test_images_may_be_pinned_by_digest(image, ok):
+    if ok:
+        assert load(dlc_image=image).versions.dlc_image == image
+    else:
+        with pytest.raises(config.ConfigError, match="or a digest"):
+            load(dlc_image=image)
+
+
 def test_ray_version_must_equal_installed():
     import ray
 
@@ -209,3 +232,11 @@ def test_loaded_env_file_follows_overrides():
     assert config.loaded_env_file(s) == str(REPO_ENV)
     assert config.loaded_env_file(config.with_overrides(s, steps=3)) == str(REPO_ENV)
     assert config.loaded_env_file(config.Settings()) is None
+
+
+def test_the_hf_secret_fix_keeps_the_token_out_of_history_and_the_process_list():
+    with pytest.raises(config.ConfigError) as e:
+        load(hf_token_secret="Bad_Name")
+    msg = str(e.value)
+    assert "--from-literal" not in msg and "--from-file=HF_TOKEN=/dev/stdin" in msg
+    assert "read -rs " in msg and 'printf %s "$' in msg  # read without echo; printf is a shell builtin

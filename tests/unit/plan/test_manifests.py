@@ -176,6 +176,14 @@ def test_ray_pods_take_the_region_from_the_settings_not_the_metadata_service():
         assert env["AWS_EC2_METADATA_DISABLED"] == "true", part
 
 
+def test_a_digest_pinned_image_renders_and_validates():
+    image = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1@sha256:" + "ab" * 32
+    s = settings(dlc_image=image)
+    rc = raycluster.render_raycluster(s)
+    assert crd_errors(rc) == [] and raycluster.check_raycluster(rc, s) == []
+    assert {t["spec"]["containers"][0]["image"] for _, t in pod_templates(rc)} == {image}
+
+
 def test_nccl_settings_reach_the_workers():
     s = settings(debug="WARN", env={"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET"})
     rc = raycluster.render_raycluster(s)
