@@ -44,7 +44,8 @@ DEFAULT_CONTAINER = {"cpu": "500m", "memory": "1Gi"}
 #: Namespaces no roster row may claim (with the base namespace and every ``kube-*``).
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", OPERATOR_NAMESPACE)
 ROLE = "raytrain-attendee"
-_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+#: An IAM role or user (an STS session, ``assumed-role/...``, cannot have an access entry: EKS API reference).
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 
 
 def attendee_group(settings: Settings) -> str:

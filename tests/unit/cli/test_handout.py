@@ -84,6 +84,8 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
         ("name,namespace\nAnn,kuberay-system\n", ["row 2", "system namespace"]),
         ("name,namespace\nAnn,ray-train\n", ["row 2", "the base settings' own namespace"]),
         ("name,principal_arn\nAnn,arn:aws:iam::12:role/x\n", ["row 2", "principal_arn", "not an IAM role"]),
+        # an STS session cannot have an access entry (EKS CreateAccessEntry)
+        ("name,principal_arn\nAnn,arn:aws:sts::123456789012:assumed-role/r/s\n", ["row 2", "not an IAM role"]),
     ],
 )
 def test_bad_rosters_are_refused_with_the_row_and_nothing_is_written(tmp_path, clean_env, capsys, text, words):
