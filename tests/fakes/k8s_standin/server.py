@@ -243,6 +243,9 @@ DEFAULTS: dict[str, Any] = dict(
     pod_files=None,
     exec_handler=None,
     dashboard_upstream=None,
+    # the token the "operator" puts in a RayCluster's auth Secret: None = a random one, as KubeRay does; a callable
+    # returning the token the Ray processes behind dashboard_upstream were started with (their pods' token)
+    ray_token=None,
     ray_version="2.58.0",
     kuberay_version="1.7.0",  # the preinstalled operator's image tag
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
@@ -1125,7 +1128,8 @@ class Cluster:
             return
         name, ns = rc["metadata"]["name"][-50:], rc["metadata"]["namespace"]
         if self.get("v1", "secrets", ns, name) is None:
-            token = base64.b64encode(_rand(32).encode()).decode()
+            raw = (self.o["ray_token"]() if self.o["ray_token"] else None) or _rand(32)
+            token = base64.b64encode(raw.encode()).decode()
             owner = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": rc["metadata"]["name"]}
             owner.update(uid=rc["metadata"]["uid"], controller=True)
             md = {"name": name, "namespace": ns, "labels": {"ray.io/cluster": rc["metadata"]["name"]}}
