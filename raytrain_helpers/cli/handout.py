@@ -5,7 +5,10 @@ is a setting's flat name (``region``, ``gpu_az``, ``cluster_name``...) applied t
 gets ``OUT/<id>/`` with an ``env.yaml`` (their ``run_name``, namespace and Ray cluster name) and the notebooks
 with those parameters injected by papermill (prepared, not executed). An attendee whose row names a
 ``cluster_name`` has a cluster of their own; the others share the base cluster, each in a namespace of their own
-with a ResourceQuota on GPUs (``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``).
+that Kubernetes confines (Pod Security labels, quota, limits, a Role of their group:
+:mod:`..plan.workshop_namespace`; ``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``), and
+with a ``principal_arn`` column, the EKS access entry that maps their own IAM role to that group
+(``OUT/<id>/access-entry.json``). A row may not claim a system namespace or the base one.
 
 Every row is validated before anything is written; nothing is left half-written when one fails. The hand-out
 sizes the shared cluster for every attendee (:mod:`..plan.workshop`: the GPU node group holds every attendee's
@@ -18,8 +21,9 @@ shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the c
 ``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
 RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout storage OUT`` gives
 every shared-cluster attendee's namespace the facilitator's checkpoint storage (one EKS Pod Identity association
-each, ``aws.storage_per_namespace``); ``handout teardown OUT`` removes every attendee's namespace and that
-association (and, with ``--yes``, the attendees' own clusters).
+each, ``aws.storage_per_namespace``); ``handout namespaces OUT`` creates the shared-cluster attendees' namespaces (never
+one that exists) and records their UIDs; ``handout teardown OUT`` removes only those namespaces and the storage
+associations (and, with ``--yes``, the attendees' own clusters).
 """
 
 from __future__ import annotations
