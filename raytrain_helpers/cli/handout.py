@@ -5,7 +5,10 @@ is a setting's flat name (``region``, ``gpu_az``, ``cluster_name``...) applied t
 gets ``OUT/<id>/`` with an ``env.yaml`` (their ``run_name``, namespace and Ray cluster name) and the notebooks
 with those parameters injected by papermill (prepared, not executed). An attendee whose row names a
 ``cluster_name`` has a cluster of their own; the others share the base cluster, each in a namespace of their own
-with a ResourceQuota on GPUs (``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``).
+that Kubernetes confines (Pod Security labels, quota, limits, a Role of their group:
+:mod:`..plan.workshop_namespace`; ``OUT/<id>/namespace.yaml``, and all of them in ``OUT/shared-cluster.yaml``), and
+with a ``principal_arn`` column, the EKS access entry that maps their own IAM role to that group
+(``OUT/<id>/access-entry.json``). A row may not claim a system namespace or the base one.
 
 Every row is validated before anything is written; nothing is left half-written when one fails. The hand-out
 sizes the shared cluster for every attendee (:mod:`..plan.workshop`: the GPU node group holds every attendee's
@@ -18,8 +21,9 @@ shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the c
 ``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
 RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout storage OUT`` gives
 every shared-cluster attendee's namespace the facilitator's checkpoint storage (one EKS Pod Identity association
-each, ``aws.storage_per_namespace``); ``handout teardown OUT`` removes every attendee's namespace and that
-association (and, with ``--yes``, the attendees' own clusters).
+each, ``aws.storage_per_namespace``); ``handout namespaces OUT`` creates the shared-cluster attendees' namespaces (never
+one that exists) and records their UIDs; ``handout teardown OUT`` removes only those namespaces and the storage
+associations (and, with ``--yes``, the attendees' own clusters).
 """
 
 from __future__ import annotations
@@ -42,13 +46,16 @@ from ..core.paths import notebooks_dir
 from ..core.settings import Settings
 from ..core.tables import format_table
 from ..core.validation import ConfigError
-from ..plan import workshop
+from ..plan import workshop, workshop_namespace
 from ..targets import for_settings
 from . import handout_workshop
 from .handout_workshop import FACILITATOR, attendee_progress
 
 #: The roster's required column.
 NAME_COLUMN = "name"
+#: The roster's optional column that is not a setting: the attendee's own IAM role or user, which the shared
+#: cluster's EKS access entry maps to their namespace (``OUT/<id>/access-entry.json``).
+PRINCIPAL_COLUMN = "principal_arn"
 #: What ``handout status`` reads back: the attendees of one hand-out.
 INDEX_FILE = "handout.json"
 #: Settings that decide whether an attendee has a cluster of their own.
@@ -67,6 +74,7 @@ class Attendee:
     own_cluster: bool
     overrides: dict[str, str]
     settings: Settings
+    principal_arn: str = ""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,10 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "action",
         nargs="?",
-        choices=("status", "report", "storage", "teardown"),
+        choices=("status", "report", "namespaces", "storage", "teardown"),
         help="status: each attendee's progress (folder and cluster); report: all of it in one HTML page; "
+        "namespaces: create each shared-cluster attendee's namespace (quota, limits, Pod Security, RBAC); "
         "storage: give each attendee's namespace the facilitator's checkpoint storage (aws.storage_per_namespace); "
-        "teardown: remove every attendee's namespace and storage association (and with --yes their own clusters)",
+        "teardown: remove every namespace 'handout namespaces' created and each storage association (and with --yes "
+        "the attendees' own clusters)",
     )
     p.add_argument("dir", nargs="?", help="the hand-out folder (with status, report, storage, teardown)")
     p.add_argument("--roster", help="CSV with a header row: name, then any setting's flat name as a column")
@@ -174,7 +184,7 @@ def _read_csv(path: Path) -> list[tuple[int, dict[str, str]]]:
         if NAME_COLUMN not in header:
             raise ConfigError(f"roster {path} has no '{NAME_COLUMN}' column. Fix: a header row such as 'name,region'")
         for col in header:
-            if col != NAME_COLUMN:
+            if col not in (NAME_COLUMN, PRINCIPAL_COLUMN):
                 _check_column(path, col)
         rows = [(i + 2, {(k or "").strip(): (v or "").strip() for k, v in r.items()}) for i, r in enumerate(reader)]
     if not rows:
@@ -196,7 +206,7 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     ident = identifier(name)
     if not ident:
         raise ConfigError(f"no identifier can be made from {name!r}. Fix: a name with some letters or digits")
-    overrides = {k: v for k, v in row.items() if k and k != NAME_COLUMN and v != ""}
+    overrides = {k: v for k, v in row.items() if k and k not in (NAME_COLUMN, PRINCIPAL_COLUMN) and v != ""}
     own = any(resolve_key(k)[1] in OWN_CLUSTER_KEYS for k in overrides)
     derived: dict[str, Any] = dict(
         run_name=ident,
@@ -213,7 +223,17 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     # `up`, 0600 in the attendee's own 0700 temp_root), whatever the base env.yaml says
     params["auth_mode"] = "token"
     settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
-    return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings)
+    if not own:
+        problem = workshop_namespace.reserved_namespace_problem(
+            settings.kubernetes.namespace, base.kubernetes.namespace
+        )
+        if problem:
+            raise ConfigError(problem)
+    principal = row.get(PRINCIPAL_COLUMN, "")
+    if principal and not own:
+        workshop_namespace.access_entry_request(settings, principal)  # refuses a malformed ARN
+    return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings,
+                    principal_arn=principal)  # fmt: skip
 
 
 def _refuse_auth_off(row_no: int, name: str, overrides: dict[str, Any]) -> None:
@@ -314,6 +334,9 @@ def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[
         return []
     docs = namespace_quota(att.settings, gpu_quota)
     (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    if att.principal_arn:
+        entry = workshop_namespace.access_entry_request(att.settings, att.principal_arn)
+        (folder / "access-entry.json").write_text(json.dumps(entry, indent=2) + "\n")
     return docs
 
 
@@ -333,21 +356,11 @@ def blank_notebook(path: Path):
 
 
 def namespace_quota(settings: Settings, gpus: int | None) -> list[dict[str, Any]]:
-    """A Namespace and a ResourceQuota capping the GPUs its pods may request (shared cluster)."""
-    ns = settings.kubernetes.namespace
+    """The attendee's namespace on the shared cluster, confined by Kubernetes itself: Pod Security labels, a
+    quota on GPUs, EFA, CPU and memory, a LimitRange, and the Role of the attendee's group
+    (:func:`..plan.workshop_namespace.namespace_objects`)."""
     limit = gpus if gpus is not None else workshop.attendee_gpus(settings)
-    if limit < 0:
-        raise ConfigError("--gpus-per-attendee must not be negative. Fix: leave it out (computed)")
-    labels = {"app.kubernetes.io/managed-by": "raytrain-tutorial", "raytrain-tutorial/attendee": settings.run_name}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
-        {
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": "gpu-quota", "namespace": ns, "labels": labels},
-            "spec": {"hard": {"requests.nvidia.com/gpu": str(limit)}},
-        },
-    ]
+    return workshop_namespace.namespace_objects(settings, limit)
 
 
 def summary_table(attendees: list[Attendee]) -> str:

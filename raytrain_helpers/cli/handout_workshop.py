@@ -141,7 +141,7 @@ def status_text(out: Path, index: list[dict[str, Any]], *, cluster: bool = True)
 
 # ---- the subcommands --------------------------------------------------------------------------------------------
 def action(name: str, out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> int:
-    """``handout status|report|storage|teardown DIR``."""
+    """``handout status|report|namespaces|storage|teardown DIR``."""
     if name == "status":
         print(status_text(out, index))
         return 0
@@ -149,7 +149,10 @@ def action(name: str, out: Path, index: list[dict[str, Any]], *, yes: bool = Fal
         path = write_workshop_report(out, index)
         print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
         return 0
-    rows = share_storage(out, index) if name == "storage" else teardown(out, index, yes=yes)
+    if name == "namespaces":
+        rows = create_namespaces(out, index)
+    else:
+        rows = share_storage(out, index) if name == "storage" else teardown(out, index, yes=yes)
     for who, what, done, evidence in rows:
         print(f"{'done' if done == 'yes' else 'NOT DONE'}: {who}, {what}: {evidence}")
     return 0 if all(r[2] == "yes" for r in rows) else 1
@@ -182,16 +185,51 @@ def share_storage(out: Path, index: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+#: The UIDs of the namespaces ``handout namespaces`` created, by attendee run name (in the hand-out folder).
+NAMESPACES_FILE = "namespaces.json"
+
+
+def created_namespaces(out: Path) -> dict[str, str]:
+    try:
+        record = json.loads((out / NAMESPACES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def create_namespaces(out: Path, index: list[dict[str, Any]]) -> list[list[str]]:
+    """Every shared-cluster attendee's namespace with its quota, limits, Pod Security labels and RBAC (the
+    ``namespace.yaml`` of their folder), created through the target; a namespace that exists and that this hand-out
+    did not create is refused. The UID of each one created is recorded: ``handout teardown`` deletes only those."""
+    import yaml
+
+    record = created_namespaces(out)
+    rows = []
+    for a in index:
+        if a["own_cluster"]:
+            rows.append([a["name"], "namespace", "yes", "own cluster: its own 04 creates its namespace"])
+            continue
+        s = attendee_settings(out, a)
+        objects = [d for d in yaml.safe_load_all((out / a["folder"] / "namespace.yaml").read_text()) if d]
+        done, said, uid = for_settings(s).create_namespace(s, objects, uid=record.get(s.run_name, ""))
+        if done and uid:
+            record[s.run_name] = uid
+            (out / NAMESPACES_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
+        rows.append([a["name"], f"namespace {s.kubernetes.namespace}", "yes" if done else "NO", said])
+    return rows
+
+
 def teardown(out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> list[list[str]]:
     """Every shared-cluster attendee's namespace (the hand-out's only) and storage association (the hand-out's
     tagged one only), and with ``yes`` every attendee's own cluster (through their target's teardown). The shared
     cluster itself is the facilitator's folder's 08."""
     rows = []
+    record = created_namespaces(out)
     for a in index:
         s = attendee_settings(out, a)
         target = for_settings(s)
         if not a["own_cluster"]:
-            done, said = target.remove_namespace(s, assume_yes=True)
+            done, said = target.remove_namespace(s, assume_yes=True, uid=record.get(s.run_name, ""))
             rows.append([a["name"], f"namespace {s.kubernetes.namespace}", "yes" if done else "NO", said])
             done, said = target.attendee_storage(s, "remove")
             rows.append([a["name"], "storage association", "yes" if done else "NO", said])
@@ -239,7 +277,10 @@ __all__ = [
     "attendee_progress",
     "attendee_settings",
     "FACILITATOR",
+    "NAMESPACES_FILE",
     "check_account",
+    "create_namespaces",
+    "created_namespaces",
     "facilitator_settings",
     "plan_text",
     "share_storage",

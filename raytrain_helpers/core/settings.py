@@ -169,8 +169,8 @@ class VersionSettings(_Group):
     """What the Ray Train DLC contains and the cluster pieces pinned to it."""
 
     dlc_image: str = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
-    """The Ray Train DLC image of the head and the workers (one tag for both); an explicit tag, never
-    `latest`."""
+    """The Ray Train DLC image of the head and the workers (one for both): an explicit tag other than `latest`,
+    a digest (`REPO@sha256:<64 hex>`), or both (`REPO:TAG@sha256:...`: the digest decides what runs)."""
     ray_version: str = "2.58.0"
     """Ray version the image carries (x.y.z); must equal the installed client's Ray (checked at load)."""
     kuberay_version: str = "1.7.0"
@@ -184,11 +184,13 @@ class VersionSettings(_Group):
     @field_validator("dlc_image")
     @classmethod
     def _image(cls, v: str) -> str:
-        m = re.match(r"^[a-z0-9.\-/_:]+:([A-Za-z0-9_.\-]+)$", v or "")
-        if not m or m.group(1) == "latest":
+        # the reference grammar of the OCI distribution spec (distribution/reference): NAME[:TAG][@DIGEST]
+        m = re.match(r"^([a-z0-9.\-/_:]+?)(?::([A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}))?(@sha256:[0-9a-f]{64})?$", v or "")
+        if not m or not (m.group(2) or m.group(3)) or (m.group(2) == "latest" and not m.group(3)):
             raise ValueError(
-                "must be an image reference with an explicit tag other than 'latest'. "
-                "Fix: public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+                "must be an image reference with an explicit tag other than 'latest', or a digest. "
+                "Fix: public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1, or pinned to what it pulled: "
+                "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1@sha256:<64 hex>"
             )
         return v
 
@@ -209,6 +211,14 @@ class VersionSettings(_Group):
         return v
 
 
+#: How to make the Hugging Face token Secret without the token in the shell's history or the process list: read
+#: without echo into a variable, handed to kubectl on its stdin by printf, a shell builtin (no process of its own).
+HF_SECRET_COMMAND = (
+    'read -rs HF_TOKEN_VALUE && printf %s "$HF_TOKEN_VALUE" | kubectl -n NAMESPACE create secret generic hf-token '
+    "--from-file=HF_TOKEN=/dev/stdin && unset HF_TOKEN_VALUE"
+)
+
+
 class KubernetesSettings(_Group):
     """Names inside the Kubernetes cluster."""
 
@@ -223,7 +233,9 @@ class KubernetesSettings(_Group):
     (EKS Pod Identity or IRSA). Step 04 creates it, step 08 removes it."""
     hf_token_secret: str = ""
     """Kubernetes Secret (in `namespace`) whose key `HF_TOKEN` the head and the workers get as `HF_TOKEN`
-    (optional: pods start without it); empty = no token. The token itself is never read or printed by the tutorial."""
+    (optional: pods start without it); empty = no token. The token itself is never read or printed by the tutorial.
+    Make it from stdin, not `--from-literal` (which leaves the token in shell history and the process list): see
+    docs/aws.md."""
     hf_cache_gib: int = Field(0, ge=0)
     """Size limit of the workers' Hugging Face cache volume (`HF_HOME`) in GiB; 0 = from the model (twice its
     bf16 weights, at least 10 GiB)."""
@@ -238,7 +250,7 @@ class KubernetesSettings(_Group):
         if v and (len(v) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", v)):
             raise ValueError(
                 "must be empty or a Secret name (lower-case letters, digits, '-' and '.', at most 253). "
-                "Fix: e.g. 'hf-token' (kubectl create secret generic hf-token --from-literal=HF_TOKEN=...)"
+                f"Fix: e.g. 'hf-token', made without the token in shell history or process list: {HF_SECRET_COMMAND}"
             )
         return v
 

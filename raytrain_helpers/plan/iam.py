@@ -28,6 +28,8 @@ LIST_ACTIONS = ("s3:ListBucket",)
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 #: The EKS add-on that makes Pod Identity work (installed by step 02's ClusterConfig).
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+#: The Sid of the bucket policy's statement that refuses requests without TLS.
+TLS_ONLY_SID = "RaytrainDenyRequestsWithoutTLS"
 MODES = ("pod-identity", "irsa")
 #: The session tag EKS Pod Identity attaches with the pod's namespace, and the policy variable that reads it
 #: (Amazon EKS User Guide, "Grant Pods access to AWS resources based on tags", list of session tags added by EKS
@@ -37,6 +39,10 @@ MODES = ("pod-identity", "irsa")
 NAMESPACE_TAG = "kubernetes-namespace"
 NAMESPACE_VARIABLE = "${aws:PrincipalTag/" + NAMESPACE_TAG + "}"
 _ROLE_MAX = 64
+#: A '/' between folder levels: not one inside a policy variable's ``${...}``.
+_LEVEL_SEPARATOR = re.compile(r"/(?![^${}]*\})")
+#: A policy variable that is not closed (``${aws:PrincipalTag/``): IAM cannot resolve it.
+_OPEN_VARIABLE = re.compile(r"\$\{[^}]*$|\$\{[^}]*\$\{")
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,9 @@ class StorageLocation:
     @property
     def parents(self) -> list[str]:
         """The folders above the prefix (``a/b/c`` -> ``a``, ``a/b``): pyarrow's ``create_dir`` writes a marker
-        object ``folder/`` for each."""
-        parts = self.prefix.split("/")
+        object ``folder/`` for each. A policy variable is one level, whatever its key holds
+        (``a/${aws:PrincipalTag/kubernetes-namespace}`` -> ``a``): the folders are those of the substituted prefix."""
+        parts = _LEVEL_SEPARATOR.split(self.prefix)
         return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
     @property
@@ -162,7 +169,15 @@ def permission_policy(settings: Settings, loc: StorageLocation) -> dict[str, Any
 def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str = "") -> dict[str, Any]:
     """Who may assume the storage role: EKS Pod Identity, or (``irsa``) this service account's OIDC tokens."""
     if mode == "pod-identity":
-        return _json("iam-trust-pod-identity.json.j2", settings, account=account, cluster=settings.aws.cluster_name)
+        a, k = settings.aws, settings.kubernetes
+        return _json(
+            "iam-trust-pod-identity.json.j2",
+            settings,
+            account=account,
+            cluster_arn=f"arn:aws:eks:{a.region}:{account}:cluster/{a.cluster_name}",
+            namespace="" if a.storage_per_namespace else k.namespace,
+            service_account=k.service_account,
+        )
     if mode != "irsa":
         raise ValueError(f"mode must be one of {MODES}")
     issuer = re.sub(r"^https://", "", oidc_issuer or "")
@@ -181,6 +196,23 @@ def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str =
         namespace=k.namespace,
         service_account=k.service_account,
     )
+
+
+def bucket_policy(settings: Settings, bucket: str) -> dict[str, Any]:
+    """The bucket policy the tutorial puts on a bucket it created: requests without TLS denied
+    (``manifests/iam-bucket-policy.json.j2``; its one statement's Sid is :data:`TLS_ONLY_SID`)."""
+    return _json("iam-bucket-policy.json.j2", settings, bucket=bucket, sid=TLS_ONLY_SID)
+
+
+def with_bucket_policy(settings: Settings, existing: dict[str, Any] | None, bucket: str) -> dict[str, Any] | None:
+    """``existing`` (a bucket's policy, or None) with the statement of :func:`bucket_policy` in it, its other
+    statements kept as they are; None when it holds that statement already."""
+    (ours,) = bucket_policy(settings, bucket)["Statement"]
+    current = _as_list((existing or {}).get("Statement") or [])
+    if ours in current:
+        return None
+    others = [st for st in current if st.get("Sid") != TLS_ONLY_SID]
+    return {"Version": (existing or {}).get("Version", "2012-10-17"), "Statement": [*others, ours]}
 
 
 def render_service_account(settings: Settings, irsa_role_arn: str = "") -> dict[str, Any]:
@@ -228,6 +260,8 @@ def policy_problems(doc: dict[str, Any], loc: StorageLocation, tags: dict[str, s
         if st.get("Effect") != "Allow":
             continue
         resources = [str(x) for x in _as_list(st.get("Resource") or [])]
+        malformed = [r for r in resources if _OPEN_VARIABLE.search(r)]
+        problems += [f"{where}: resource {r!r} holds a policy variable that is not closed" for r in malformed]
         for action in (str(x) for x in _as_list(st.get("Action") or [])):
             if "*" in action or "?" in action:
                 problems.append(f"{where}: wildcard action {action!r}")
@@ -281,6 +315,9 @@ def uncovered(doc: dict[str, Any], loc: StorageLocation, tags: dict[str, str] | 
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "TLS_ONLY_SID",
+    "bucket_policy",
+    "with_bucket_policy",
     "LIST_ACTIONS",
     "MODES",
     "NAMESPACE_TAG",

@@ -12,7 +12,9 @@ and "IAM JSON policy elements: Condition operators" describe it (checked 2026-12
   equals/matches one of them; a key absent from the request makes them fail. ``StringNotEquals``/
   ``StringNotLike`` hold when no value equals/matches, and hold when the key is absent. The ``...IfExists``
   forms hold when the key is absent. ``Null``: ``"true"`` holds when the key is absent, ``"false"`` when it is
-  present. Keys are compared case-insensitively, values case-sensitively.
+  present. ``Bool`` holds when the request's value is one of the listed ``"true"``/``"false"`` (case-insensitive),
+  and fails when the key is absent (``BoolIfExists`` then holds): the form of S3's ``aws:SecureTransport`` deny.
+  Keys are compared case-insensitively, values case-sensitively.
 * any other operator (numeric, date, ARN, ``ForAnyValue:``...) raises ``ValueError``: never guessed.
 * policy variables (IAM User Guide, "IAM policy elements: Variables and tags",
   docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html, read 2026-12-05 in its English
@@ -85,6 +87,8 @@ def _op_holds(op: str, wanted: list[str], present: bool, value: str, context: di
     base, if_exists = (op[: -len("IfExists")], True) if op.endswith("IfExists") else (op, False)
     if base == "Null":
         return all((str(w).lower() == "true") != present for w in wanted)
+    if base == "Bool":
+        return if_exists if not present else any(str(w).lower() == value.lower() for w in wanted)
     if base not in _STRING_OPS:
         raise ValueError(f"condition operator {op!r} is not evaluated here")
     if not present:

@@ -16,7 +16,13 @@ from ..core.settings import Settings
 from . import eksctl, iam
 from .iam import render_service_account
 from .plugins import render_plugins
-from .raycluster import render_namespace, render_operator, render_raycluster, render_rayjob
+from .raycluster import (
+    render_namespace,
+    render_network_policies,
+    render_operator,
+    render_raycluster,
+    render_rayjob,
+)
 from .render import to_yaml
 
 #: Objects written under this sub-folder are alternatives, not part of `kubectl apply -f DIR`.
@@ -38,7 +44,8 @@ def render_all(settings: Settings, *, include_alternatives: bool = True) -> list
     RayCluster would ask for every GPU node twice.
     """
     objs = render_plugins(settings) + render_operator(settings)
-    objs += [render_namespace(settings), render_service_account(settings), render_raycluster(settings)]
+    objs += [render_namespace(settings), *render_network_policies(settings), render_service_account(settings)]
+    objs += [render_raycluster(settings)]
     out = [(filename(i, obj), obj) for i, obj in enumerate(objs, start=1)]
     if include_alternatives:
         job = render_rayjob(settings)
@@ -89,7 +96,8 @@ def aws_storage_settings(settings: Settings) -> Settings:
 
 def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
     """The storage role's trust and permission policies (JSON, as ``aws iam create-role`` / ``put-role-policy``
-    take them) and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
+    take them), the bucket's policy (``aws s3api put-bucket-policy``: TLS only; on a bucket the tutorial creates)
+    and, under Pod Identity, the ``aws eks create-pod-identity-association --cli-input-json`` body."""
     settings = aws_storage_settings(settings)
     loc = iam.storage_location(settings, account)
     mode = "irsa" if settings.aws.pod_identity == "irsa" else "pod-identity"
@@ -97,6 +105,7 @@ def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) ->
     docs = [
         ("iam/storage-role-trust-policy.json", json.dumps(trust, indent=2) + "\n"),
         ("iam/storage-role-permission-policy.json", json.dumps(iam.permission_policy(settings, loc), indent=2) + "\n"),
+        ("iam/bucket-policy.json", json.dumps(iam.bucket_policy(settings, loc.bucket), indent=2) + "\n"),
     ]
     if mode == "pod-identity":
         k = settings.kubernetes

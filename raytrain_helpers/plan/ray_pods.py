@@ -161,8 +161,13 @@ def hf_cache_gib(settings: Settings) -> int:
 
 
 def resources_param(slots: int) -> str:
-    """rayStartParams ``resources``: JSON quoted for the shell KubeRay runs ``ray start`` in."""
-    return '"' + json.dumps({TRAIN_SLOT: slots}).replace('"', '\\"') + '"'
+    """rayStartParams ``resources`` as KubeRay itself writes it: compact JSON in single quotes, ``'{"k":1}'``.
+
+    The operator parses the value (``getResourcesMap`` trims quotes and unmarshals JSON, to add accelerator
+    resources) and pastes it into the ``ray start`` shell command, which removes the single quotes
+    (ray-project/kuberay v1.7.0, ray-operator/controllers/ray/common/pod.go: ``getResourcesMap``,
+    ``convertParamMap``, and ``fmt.Sprintf("'%s'", ...)`` where it writes the parameter)."""
+    return "'" + json.dumps({TRAIN_SLOT: slots}, separators=(",", ":")) + "'"
 
 
 __all__ = [

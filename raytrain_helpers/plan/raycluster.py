@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from ..core.config import INSTANCE_TYPES, Settings
+from ..core.constants import DASHBOARD_PORT
 from . import rayjob_limits
 from .ray_pods import (
     GPU_NODE_RESERVE_CPU_M,
@@ -54,12 +55,17 @@ from .raycluster_checks import (
     check_worker_runtime,
     check_worker_scheduling,
     group_pod_spec,
+    kuberay_resources_map,
     parse_ray_resources,
     socket_ifname_problems,
 )
 from .render import render_objects
 
 OPERATOR_NAMESPACE = "kuberay-system"
+#: The key of the token in KubeRay's auth Secret (utils.RAY_AUTH_TOKEN_SECRET_KEY, kuberay v1.7.0 constant.go).
+AUTH_TOKEN_KEY = "auth_token"
+#: The NetworkPolicies of :func:`render_network_policies`, by name.
+NETWORK_POLICIES = ("raytrain-default-deny-ingress", "raytrain-ray-same-namespace")
 OPERATOR_RELEASE = "kuberay-operator"
 KUBERAY_HELM_REPO = "https://ray-project.github.io/kuberay-helm/"
 OPERATOR_IMAGE = "quay.io/kuberay/operator:v{version}"
@@ -88,6 +94,28 @@ def raycluster_values(settings: Settings) -> dict[str, Any]:
         resources_param=resources_param(settings.aws.gpus_per_node),
         hf_home=HF_HOME,
         hf_cache_size=f"{hf_cache_gib(settings)}Gi",
+        auth_secret=auth_secret_name(settings.kubernetes.ray_cluster_name),
+    )
+
+
+def auth_secret_name(cluster_name: str) -> str:
+    """The Secret KubeRay creates for a RayCluster with ``authOptions.mode: token`` (key :data:`AUTH_TOKEN_KEY`):
+    the cluster's name as ``utils.CheckName`` shortens it (the last 50 characters; a leading digit or punctuation
+    replaced by ``r``), ray-project/kuberay v1.7.0 ray-operator/controllers/ray/raycluster_controller.go
+    ``reconcileAuthSecret`` and utils/util.go ``CheckName``."""
+    name = cluster_name[-50:]
+    if name[:1].isdigit() or (name[:1] and not name[:1].isalnum()):
+        name = "r" + name[1:]
+    return name
+
+
+def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
+    """The namespace's NetworkPolicies: no ingress to any pod, except to the Ray pods from the namespace's own
+    pods and, on the dashboard port, from the KubeRay operator's namespace (``manifests/networkpolicy.yaml.j2``)."""
+    return render_objects(
+        "networkpolicy.yaml.j2",
+        settings,
+        np=dict(operator_namespace=OPERATOR_NAMESPACE, dashboard_port=DASHBOARD_PORT, policies=NETWORK_POLICIES),
     )
 
 
@@ -164,6 +192,10 @@ def spec_diff(want: Any, have: Any, path: str = "spec") -> list[str]:
 
 
 __all__ = [
+    "AUTH_TOKEN_KEY",
+    "NETWORK_POLICIES",
+    "auth_secret_name",
+    "render_network_policies",
     "GPU_NODE_RESERVE_CPU_M",
     "GPU_NODE_RESERVE_MEM_GIB",
     "HEAD_PORTS",
@@ -202,6 +234,7 @@ __all__ = [
     "hf_cache_gib",
     "max_pods",
     "operator_values",
+    "kuberay_resources_map",
     "parse_ray_resources",
     "raycluster_values",
     "rayjob_values",

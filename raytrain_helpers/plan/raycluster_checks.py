@@ -81,6 +81,20 @@ def parse_ray_resources(value: str) -> dict[str, Any] | None:
     return res if isinstance(res, dict) else None
 
 
+def kuberay_resources_map(value: str) -> dict[str, float] | None:
+    """What the KubeRay operator reads from rayStartParams ``resources`` (``getResourcesMap``: surrounding
+    quotes, backticks and spaces trimmed, then JSON into a map of numbers), or None where it logs an error."""
+    try:
+        res = json.loads(value.strip("'\"` "))
+    except ValueError:
+        return None
+    if not isinstance(res, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in res.values()
+    ):
+        return None
+    return res
+
+
 def socket_ifname_problems(value: str | None) -> list[str]:
     if not value:
         return ["NCCL_SOCKET_IFNAME is not set"]
@@ -162,7 +176,7 @@ def check_worker_hf_cache(group: dict) -> list[str]:
 
 
 def check_cluster_fields(spec: dict, settings: Settings, what: str) -> list[str]:
-    """The Ray version the image runs, and no autoscaler."""
+    """The Ray version the image runs, no autoscaler, and Ray's token authentication on."""
     problems = []
     ray_version = settings.versions.ray_version
     if spec.get("rayVersion") != ray_version:
@@ -173,6 +187,12 @@ def check_cluster_fields(spec: dict, settings: Settings, what: str) -> list[str]
     if spec.get("enableInTreeAutoscaling"):
         problems.append(
             f"{what}: the autoscaler is on; this tutorial uses a fixed-size group. Fix: enableInTreeAutoscaling: false"
+        )
+    auth = spec.get("authOptions") or {}
+    if auth.get("mode") != "token" or auth.get("enableK8sTokenAuth"):
+        problems.append(
+            f"{what}.spec.authOptions = {auth or None!r}: any pod that reaches the head could run code on the "
+            f"cluster. Fix: authOptions: {{mode: token}} (KubeRay creates the token Secret)"
         )
     return problems
 
@@ -256,11 +276,13 @@ def check_worker_scheduling(group: dict, settings: Settings) -> list[str]:
         problems.append(
             f"{name}: rayStartParams num-gpus = {params.get('num-gpus')!r}, GPUS_PER_NODE = {aws.gpus_per_node}"
         )
-    resources = parse_ray_resources(params.get("resources", "")) if params.get("resources") else None
-    if not resources or resources.get(TRAIN_SLOT) != aws.gpus_per_node:
+    value = str(params.get("resources") or "")
+    resources = parse_ray_resources(value) if value else None
+    operator_reads = kuberay_resources_map(value) if value else None
+    if not resources or resources.get(TRAIN_SLOT) != aws.gpus_per_node or operator_reads != resources:
         problems.append(
-            f"{name}: rayStartParams resources must give {TRAIN_SLOT} = {aws.gpus_per_node} as shell-quoted "
-            f"JSON (found {params.get('resources')!r}). Fix: {resources_param(aws.gpus_per_node)}"
+            f"{name}: rayStartParams resources needs {TRAIN_SLOT} = {aws.gpus_per_node} as JSON both the KubeRay "
+            f"operator and the ray start shell read (found {value!r}). Fix: {resources_param(aws.gpus_per_node)}"
         )
     pod_spec = group_pod_spec(group)
     image = container_of(pod_spec).get("image")
@@ -352,6 +374,7 @@ __all__ = [
     "check_worker_runtime",
     "check_worker_scheduling",
     "group_pod_spec",
+    "kuberay_resources_map",
     "parse_ray_resources",
     "socket_ifname_problems",
 ]

@@ -35,7 +35,7 @@ from ..targets import for_settings
 from ..worker import memory_lab
 from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
-from ..worker.kernels import LIGER_REQUIREMENT
+from ..worker.kernels import LIGER_HASHED
 from ..worker.model import shard_model
 
 
@@ -305,8 +305,29 @@ def job_pip(settings: Settings, cfg: JobConfig) -> list[str]:
     if wants_liger and not any(p.startswith("liger-kernel") for p in pip):
         here = for_settings(settings).WORKERS_USE_THIS_ENVIRONMENT
         if not here or importlib.util.find_spec("liger_kernel") is None:
-            pip.append(LIGER_REQUIREMENT)  # the workers get liger-kernel through the runtime_env, not an image
+            pip.append(LIGER_HASHED)  # the workers get liger-kernel through the runtime_env, not an image
     return pip
+
+
+#: pip's options for a hash-pinned install (Ray 2.58's runtime_env ``pip.pip_install_options``, which replace
+#: Ray's defaults, kept here): every file checked against its hash, no dependency fetched unchecked.
+HASHED_PIP_OPTIONS = ["--require-hashes", "--no-deps", "--disable-pip-version-check", "--no-cache-dir"]
+
+
+def runtime_pip(pip: list[str]) -> list[str] | dict[str, Any]:
+    """The runtime_env ``pip`` field for these requirement lines: the plain list, or, when one is hash-pinned
+    (``--hash=``), Ray's dict form (``packages`` written to a requirements file for ``pip install -r``) in pip's
+    hash-checking mode, where every line must carry its hash: one that does not is refused here."""
+    if not any("--hash=" in line for line in pip):
+        return pip
+    bare = [line for line in pip if "--hash=" not in line]
+    if bare:
+        raise ConfigError(
+            f"train.extra_pip = {bare!r} has no --hash, and the job's liger-kernel is installed hash-checked (pip "
+            "then checks every line). Fix: pin each as 'NAME==VERSION --hash=sha256:HEX' (with its dependencies), "
+            "or kernels: none"
+        )
+    return {"packages": pip, "pip_check": False, "pip_install_options": list(HASHED_PIP_OPTIONS)}
 
 
 def _submit_new(settings: Settings, client, cfg: JobConfig, extra_env: dict[str, str] | None) -> str:
@@ -316,7 +337,7 @@ def _submit_new(settings: Settings, client, cfg: JobConfig, extra_env: dict[str,
     }
     pip = job_pip(settings, cfg)
     if pip:
-        runtime_env["pip"] = pip
+        runtime_env["pip"] = runtime_pip(pip)
     sid = f"raytrain-{cfg.run_name}-{cfg.marker}"
     # the cluster's own interpreter, never whichever `python` comes first on the raylets' PATH
     python = shlex.quote(for_settings(settings).job_defaults(settings).python)

@@ -52,6 +52,7 @@ INTERFACE = (
     "benchmark_variants",
     "teardown",
     "attendee_state",
+    "create_namespace",
     "remove_namespace",
     "attendee_storage",
     "worker_node_count",
@@ -165,9 +166,14 @@ class Target(Protocol):
         """``handout status``: a workshop attendee's Ray cluster (``cluster``) and last job (``job``) as the cluster
         reports them; empty where only the attendee's folder knows (read from disk instead)."""
 
-    def remove_namespace(self, settings: Settings, *, assume_yes: bool = False) -> tuple[bool, str]:
-        """``handout teardown``: remove the attendee's namespace on a shared cluster, only if the hand-out made it
-        for this attendee; (done, what happened)."""
+    def create_namespace(self, settings: Settings, objects: list[dict], *, uid: str = "") -> tuple[bool, str, str]:
+        """``handout namespaces``: create the attendee's namespace on a shared cluster with ``objects`` in it,
+        never taking over one that exists (unless it is the one of UID ``uid`` the hand-out created); (done, what
+        happened, its UID)."""
+
+    def remove_namespace(self, settings: Settings, *, assume_yes: bool = False, uid: str = "") -> tuple[bool, str]:
+        """``handout teardown``: remove the attendee's namespace on a shared cluster, only the one the hand-out
+        created (UID ``uid``, recorded by ``handout namespaces``); (done, what happened)."""
 
     def attendee_storage(
         self, settings: Settings, action: str = "status", *, facilitator: Settings | None = None

@@ -20,6 +20,11 @@ from typing import Any
 
 #: The pinned liger-kernel (the `gpu` extra, constraints.txt and the aws runtime_env pip all use this one).
 LIGER_REQUIREMENT = "liger-kernel==0.8.5"
+#: sha256 of the one file PyPI publishes for that pin, liger_kernel-0.8.5-py3-none-any.whl (its only runtime
+#: dependencies, torch and triton, come with the image; read from the downloaded wheel, 2026-12-05).
+LIGER_SHA256 = "60789cd576af073ab9b192b570d2597fd0cdad489cd62fb44fb16256d43754c9"
+#: The runtime_env requirement line: pip installs that wheel only if its hash matches (hash-checking mode).
+LIGER_HASHED = f"{LIGER_REQUIREMENT} --hash=sha256:{LIGER_SHA256}"
 CHOICES = ("auto", "liger", "none")
 
 

@@ -124,6 +124,12 @@ def aws(env):
         yield srv
 
 
+def _local_ray_token() -> str | None:
+    """The token the local test cluster runs with (``local_cluster`` puts its file in this process's environment)."""
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).read_text().strip() if path and Path(path).is_file() else os.environ.get("RAY_AUTH_TOKEN")
+
+
 @pytest.fixture(scope="module")
 def k8s_api(aws):
     """The healthy stand-in, relaying the head's 8265 to the local Ray cluster's dashboard; as 02's eksctl leaves
@@ -131,6 +137,7 @@ def k8s_api(aws):
     opts = dict(
         context=CONTEXT,
         dashboard_upstream=f"127.0.0.1:{LOCAL['dashboard_port']}",
+        ray_token=_local_ray_token,  # the "pods" are the local raylets: their token is the RayCluster's
         delay_s=0.2,
         eksctl_efa_plugin=True,
         gpu_taints=False,

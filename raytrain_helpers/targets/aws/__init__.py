@@ -27,7 +27,7 @@ from .parts import (
 )
 from .preflight import preflight
 from .workshop.attendee import cluster, devices, raycluster, teardown
-from .workshop.facilitator import attendee_state, remove_namespace
+from .workshop.facilitator import attendee_state, create_namespace, remove_namespace
 from .workshop.storage import attendee_storage
 
 NAME = "aws"
@@ -51,6 +51,7 @@ __all__ = [
     "benchmark_variants",
     "teardown",
     "attendee_state",
+    "create_namespace",
     "remove_namespace",
     "attendee_storage",
     "worker_node_count",

@@ -196,7 +196,13 @@ def job_address(settings: Settings) -> tuple[str, Commands]:
         "the Jobs API of the head, on this machine (leave it running)",
         f"kubectl -n {k.namespace} port-forward svc/{k.ray_cluster_name}-head-svc {DASHBOARD_PORT}:{DASHBOARD_PORT}",
     )
-    return f"http://{LOOPBACK}:{DASHBOARD_PORT}", [forward]
+    secret = raycluster.auth_secret_name(k.ray_cluster_name)
+    token = (
+        "the cluster's Ray token, which `ray job` sends (from the Secret KubeRay made; never typed or echoed)",
+        f'export RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$(kubectl -n {k.namespace} get secret {secret} '
+        f"-o jsonpath='{{.data.{raycluster.AUTH_TOKEN_KEY}}}' | base64 -d)\"",
+    )
+    return f"http://{LOOPBACK}:{DASHBOARD_PORT}", [forward, token]
 
 
 def exec_submit(settings: Settings) -> Commands:

@@ -146,7 +146,12 @@ def attendee_state(settings: Settings) -> dict[str, str]:
     return {}
 
 
-def remove_namespace(settings: Settings, *, assume_yes: bool = False) -> tuple[bool, str]:
+def create_namespace(settings: Settings, objects: list[dict], *, uid: str = "") -> tuple[bool, str, str]:
+    """There are no namespaces locally: nothing to create."""
+    return True, "local target: no namespace (each attendee runs raylets of their own)", ""
+
+
+def remove_namespace(settings: Settings, *, assume_yes: bool = False, uid: str = "") -> tuple[bool, str]:
     """There are no namespaces locally: nothing to remove."""
     return True, "local target: no namespace (each attendee's raylets stop with their 08)"
 
@@ -236,6 +241,7 @@ __all__ = [
     "benchmark_variants",
     "teardown",
     "attendee_state",
+    "create_namespace",
     "remove_namespace",
     "attendee_storage",
     "worker_node_count",

@@ -14,6 +14,12 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
   with) takes the unknown root for an error embedded in a 200 OK and retries with backoff, so every multipart
   upload took about 25 s before it gave up retrying. The root is renamed to S3's.
 
+* a bucket policy's ``Condition`` is evaluated for ``StringEquals`` only: any other operator is ignored, so the
+  documented ``{"Bool": {"aws:SecureTransport": "false"}}`` Deny (refuse requests without TLS) matched every
+  request. The fake server stands in for S3's HTTPS endpoint (boto3 and pyarrow use https), so such a statement
+  is decided as S3 decides it for a request over TLS: ``aws:SecureTransport`` is ``"true"`` (IAM User Guide,
+  "Bool condition operators"; a request sent over plain HTTP to S3 has ``"false"``).
+
 One speed fix: moto's EKS checks every role ARN's partition with a new ``boto3.Session()``, which parses
 botocore's endpoints file again each time (a tenth of the EKS tests' CPU); the partitions are read once.
 
@@ -520,6 +526,43 @@ def _wrap_s3_key_post(original):
     return key_response_post
 
 
+#: The value of ``aws:SecureTransport`` for a request to the fake S3 (standing in for the HTTPS endpoint).
+SECURE_TRANSPORT = "true"
+
+
+def over_tls(statement: dict[str, Any]) -> dict[str, Any] | None:
+    """A bucket policy statement with its ``Bool`` ``aws:SecureTransport`` condition decided for a request over
+    TLS: removed when it holds, the statement dropped (None) when it does not; any other statement as it is."""
+    cond = dict(statement.get("Condition") or {})
+    flags = {k.lower(): v for k, v in (cond.get("Bool") or {}).items()}
+    if "aws:securetransport" not in flags:
+        return statement
+    wanted = flags["aws:securetransport"]
+    if SECURE_TRANSPORT not in [str(w).lower() for w in (wanted if isinstance(wanted, list) else [wanted])]:
+        return None
+    rest = {k: v for k, v in cond["Bool"].items() if k.lower() != "aws:securetransport"}
+    cond = {**cond, "Bool": rest} if rest else {k: v for k, v in cond.items() if k != "Bool"}
+    return {**statement, "Condition": cond} if cond else {k: v for k, v in statement.items() if k != "Condition"}
+
+
+def _wrap_bucket_permission(original):
+    def get_permission(self, action: str, resource: str):  # noqa: ANN001, ANN202
+        if self.policy is None:
+            return original(self, action, resource)
+        doc = json.loads(self.policy)
+        statements = doc["Statement"] if isinstance(doc["Statement"], list) else [doc["Statement"]]
+        kept = [st for st in (over_tls(st) for st in statements) if st is not None]
+        if kept == statements:
+            return original(self, action, resource)
+        from moto.iam.access_control import IAMPolicy, PermissionResult
+
+        if not kept:
+            return PermissionResult.NEUTRAL
+        return IAMPolicy(json.dumps({**doc, "Statement": kept})).is_action_permitted(action, resource)
+
+    return get_permission
+
+
 @functools.cache
 def _partitions() -> tuple[str, ...]:
     from boto3 import Session
@@ -539,6 +582,7 @@ def install() -> None:
     import moto.eks.utils as eks_utils
     from moto.autoscaling.responses import AutoScalingResponse
     from moto.ec2.responses import EC2Response
+    from moto.s3.models import FakeBucket
     from moto.s3.responses import S3Response
     from moto.servicequotas.responses import ServiceQuotasResponse
 
@@ -556,6 +600,7 @@ def install() -> None:
     )
     _install_eks()
     S3Response._key_response_post = _wrap_s3_key_post(S3Response._key_response_post)
+    FakeBucket.get_permission = _wrap_bucket_permission(FakeBucket.get_permission)
     eks_utils.Session = PartitionsOnce
     EC2Response._raytrain_fakes_installed = True
 

@@ -95,6 +95,10 @@ BUILTIN: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "services"): ("Service", True),
     ("v1", "serviceaccounts"): ("ServiceAccount", True),
     ("v1", "configmaps"): ("ConfigMap", True),
+    ("v1", "secrets"): ("Secret", True),
+    ("v1", "resourcequotas"): ("ResourceQuota", True),
+    ("v1", "limitranges"): ("LimitRange", True),
+    ("networking.k8s.io/v1", "networkpolicies"): ("NetworkPolicy", True),
     ("v1", "events"): ("Event", True),
     ("apps/v1", "daemonsets"): ("DaemonSet", True),
     ("apps/v1", "deployments"): ("Deployment", True),
@@ -239,6 +243,9 @@ DEFAULTS: dict[str, Any] = dict(
     pod_files=None,
     exec_handler=None,
     dashboard_upstream=None,
+    # the token the "operator" puts in a RayCluster's auth Secret: None = a random one, as KubeRay does; a callable
+    # returning the token the Ray processes behind dashboard_upstream were started with (their pods' token)
+    ray_token=None,
     ray_version="2.58.0",
     kuberay_version="1.7.0",  # the preinstalled operator's image tag
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
@@ -1089,6 +1096,7 @@ class Cluster:
             return
         for rc in self.list("ray.io/v1", "rayclusters"):
             name, ns = rc["metadata"]["name"], rc["metadata"]["namespace"]
+            self._auth_secret(rc)
             pods = self._owned(rc)
             base = {"ray.io/cluster": name, "app.kubernetes.io/created-by": "kuberay-operator"}
             heads = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
@@ -1110,6 +1118,33 @@ class Cluster:
                         rc,
                         {**base, "ray.io/node-type": "worker", "ray.io/group": g["groupName"]},
                     )
+
+    def _auth_secret(self, rc: dict) -> None:
+        """As KubeRay v1.7.0's reconcileAuthSecret: with ``authOptions.mode: token`` and no ``secretName``, a Secret
+        named after the cluster (CheckName: its last 50 characters) holding a random ``auth_token``, owned by the
+        RayCluster and labelled ``ray.io/cluster``; an existing one is kept."""
+        auth = rc["spec"].get("authOptions") or {}
+        if auth.get("mode", "token") != "token" or not auth or auth.get("secretName"):
+            return
+        name, ns = rc["metadata"]["name"][-50:], rc["metadata"]["namespace"]
+        if self.get("v1", "secrets", ns, name) is None:
+            raw = (self.o["ray_token"]() if self.o["ray_token"] else None) or _rand(32)
+            token = base64.b64encode(raw.encode()).decode()
+            owner = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": rc["metadata"]["name"]}
+            owner.update(uid=rc["metadata"]["uid"], controller=True)
+            md = {"name": name, "namespace": ns, "labels": {"ray.io/cluster": rc["metadata"]["name"]}}
+            md["ownerReferences"] = [owner]
+            self.put(
+                {"apiVersion": "v1", "kind": "Secret", "metadata": md, "type": "Opaque", "data": {"auth_token": token}}
+            )
+
+    def ray_tokens(self) -> set[str]:
+        """The tokens of every RayCluster's auth Secret (the fake dashboard accepts any of them)."""
+        out = set()
+        for sec in self.list("v1", "secrets"):
+            if "ray.io/cluster" in (sec["metadata"].get("labels") or {}) and "auth_token" in (sec.get("data") or {}):
+                out.add(base64.b64decode(sec["data"]["auth_token"]).decode())
+        return out
 
     def _devices(self) -> None:
         adv: dict[str, dict[str, int]] = {}
@@ -1670,7 +1705,30 @@ class _Dashboard(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    #: The stand-in's cluster: with a RayCluster's token Secret present, requests need that token, as Ray's
+    #: dashboard under token authentication (ray 2.58 dashboard/http_server_head.py, token_auth_middleware).
+    cluster = None
+    public = ("/api/healthz", "/api/authentication_mode")
+
+    def _refused(self) -> int:
+        tokens = self.cluster.ray_tokens() if self.cluster is not None else set()
+        if not tokens or self.path in self.public:
+            return 0
+        header = self.headers.get("Authorization") or self.headers.get("X-Ray-Authorization") or ""
+        if not header:
+            return 401
+        return 0 if header.removeprefix("Bearer ").strip() in tokens else 403
+
     def do_GET(self):
+        refused = self._refused()
+        if refused:
+            data = b"Unauthorized: Missing authentication token" if refused == 401 else b"Forbidden: Invalid token"
+            self.send_response(refused)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if self.path.startswith("/api/version"):
             body = {
                 "version": "4",
@@ -1738,7 +1796,10 @@ class StandIn:
             host, port = up.rsplit(":", 1)
             self.cluster.dashboard_addr = (host, int(port))
         else:
-            dash = _Server(("127.0.0.1", 0), type("Dash", (_Dashboard,), {"ray_version": self.options["ray_version"]}))
+            dash = _Server(
+                ("127.0.0.1", 0),
+                type("Dash", (_Dashboard,), {"ray_version": self.options["ray_version"], "cluster": self.cluster}),
+            )
             self._servers.append(dash)
             threading.Thread(
                 target=dash.serve_forever, kwargs={"poll_interval": 0.05}, name="k8s-standin-dashboard", daemon=True

@@ -56,11 +56,14 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
 
     # a shared-cluster attendee gets a namespace with a GPU quota; an own-cluster attendee does not
     docs = list(yaml.safe_load_all((jose / "namespace.yaml").read_text()))
-    assert [d["kind"] for d in docs] == ["Namespace", "ResourceQuota"]
+    kinds = ["Namespace", "ResourceQuota", "LimitRange", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+    assert [d["kind"] for d in docs] == kinds
     # the quota holds the attendee's whole RayCluster: gpu_node_count worker pods x gpus_per_node GPUs each
-    assert docs[1]["spec"]["hard"] == {"requests.nvidia.com/gpu": str(s.aws.gpu_node_count * s.aws.gpus_per_node)}
+    hard = docs[1]["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == str(s.aws.gpu_node_count * s.aws.gpus_per_node)
+    assert {"requests.cpu", "limits.cpu", "requests.memory", "limits.memory"} <= set(hard)
     assert not (ann / "namespace.yaml").exists()
-    assert len(list(yaml.safe_load_all((out / "shared-cluster.yaml").read_text()))) == 2
+    assert len(list(yaml.safe_load_all((out / "shared-cluster.yaml").read_text()))) == len(kinds)
     assert not [p for p in out.iterdir() if p.name.startswith(".handout-")], "staging folder left behind"
 
 
@@ -74,6 +77,15 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
         ("region\nus-east-1\n", ["no 'name' column"]),
         ("name\n", ["no attendees"]),
         ("name,namespace\nAnn,Bad_NS\n", ["row 2", "namespace"]),
+        # a system namespace, the operator's or the base's own: the hand-out would own, then delete, it
+        ("name,namespace\nAnn,kube-system\n", ["row 2", "'kube-system' is a system namespace"]),
+        ("name,namespace\nAnn,default\n", ["row 2", "'default' is a system namespace"]),
+        ("name,namespace\nAnn,kube-anything\n", ["row 2", "system namespace"]),
+        ("name,namespace\nAnn,kuberay-system\n", ["row 2", "system namespace"]),
+        ("name,namespace\nAnn,ray-train\n", ["row 2", "the base settings' own namespace"]),
+        ("name,principal_arn\nAnn,arn:aws:iam::12:role/x\n", ["row 2", "principal_arn", "not an IAM role"]),
+        # an STS session cannot have an access entry (EKS CreateAccessEntry)
+        ("name,principal_arn\nAnn,arn:aws:sts::123456789012:assumed-role/r/s\n", ["row 2", "not an IAM role"]),
     ],
 )
 def test_bad_rosters_are_refused_with_the_row_and_nothing_is_written(tmp_path, clean_env, capsys, text, words):
@@ -121,3 +133,25 @@ def test_status_reads_each_attendees_progress(tmp_path, clean_env, capsys):
 def test_status_of_a_folder_that_is_no_handout(tmp_path, capsys):
     assert main(["handout", "status", str(tmp_path)]) == 2
     assert "not a hand-out folder" in capsys.readouterr().err
+
+
+def test_an_attendee_with_a_principal_gets_an_access_entry_to_their_group(tmp_path, clean_env):
+    """The CreateAccessEntry request, checked against botocore's own model of the EKS API."""
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    arn = "arn:aws:iam::123456789012:role/workshop-ann"
+    out = tmp_path / "out"
+    assert _handout(_roster(tmp_path, f"name,principal_arn\nAnn,{arn}\nBob,\n"), out, "--offline") == 0
+    entry = json.loads((out / "ann" / "access-entry.json").read_text())
+    model = botocore.session.get_session().get_service_model("eks").operation_model("CreateAccessEntry")
+    report = ParamValidator().validate(entry, model.input_shape)
+    assert not report.has_errors(), report.generate_report()
+    assert entry["principalArn"] == arn and entry["type"] == "STANDARD"
+    (group,) = entry["kubernetesGroups"]
+    assert not group.startswith("system:")
+    docs = list(yaml.safe_load_all((out / "ann" / "namespace.yaml").read_text()))
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert all(b["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}]
+               for b in bindings)  # fmt: skip
+    assert not (out / "bob" / "access-entry.json").exists()

@@ -78,10 +78,7 @@ def test_roster_ports_that_collide_are_refused(tmp_path, clean_env, capsys):
 
 
 def _apply_handout_namespaces(out: Path) -> None:
-    with kube.using_client(_env(out / "ann" / "env.yaml")) as api:
-        for doc in yaml.safe_load_all((out / "shared-cluster.yaml").read_text()):
-            if doc["kind"] == "Namespace":  # the stand-in has no ResourceQuota; the namespace carries the labels
-                kube.apply(api, doc)
+    assert main(["handout", "namespaces", str(out)]) == 0
 
 
 def test_status_reads_the_cluster_and_teardown_removes_only_the_handouts_namespaces(
@@ -205,3 +202,35 @@ def test_every_attendee_gets_token_auth_and_a_folder_of_their_own(tmp_path, clea
     assert _handout(tmp_path / "x", "name,auth_mode\nAnn,disabled\n", "--offline") == 2
     err = capsys.readouterr().err
     assert "row 2 (Ann)" in err and "token authentication" in err and not (tmp_path / "x" / "out").exists()
+
+
+def test_handout_namespaces_never_takes_over_a_namespace_and_teardown_deletes_only_what_it_created(
+    tmp_path, clean_env, capsys, monkeypatch
+):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert _handout(tmp_path, "name\nAnn\nBob\n", "--offline") == 0
+    out = tmp_path / "out"
+    bob = _env(out / "bob" / "env.yaml")
+    # someone else's namespace of bob's name, even carrying the hand-out's labels
+    labels = {"app.kubernetes.io/managed-by": "raytrain-tutorial", "raytrain-tutorial/attendee": bob.run_name}
+    theirs = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ray-train-bob", "labels": labels}}
+    with standin("healthy", set_env=True, plugins_installed=True, operator_installed=True, delay_s=0.05) as st:
+        with kube.using_client(bob) as api:
+            kube.apply(api, theirs)
+        capsys.readouterr()
+        assert main(["handout", "namespaces", str(out)]) == 1
+        said = capsys.readouterr().out
+        assert "ray-train-ann: created" in said and "ray-train-bob exists already" in said, said
+        ann_ns = st.get("v1", "namespaces", "ray-train-ann")
+        assert ann_ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+        assert st.get("v1", "resourcequotas", "attendee-quota", "ray-train-ann") is not None
+        assert st.get("v1", "resourcequotas", "attendee-quota", "ray-train-bob") is None  # nothing applied in it
+        assert main(["handout", "namespaces", str(out)]) == 1  # again: ann's is kept, bob's still refused
+        assert "ray-train-ann: already created by this hand-out" in capsys.readouterr().out
+        assert main(["handout", "teardown", str(out)]) == 1
+        said = capsys.readouterr().out
+        assert "ray-train-ann: deleted" in said and "ray-train-bob is not the one" in said, said
+        assert st.get("v1", "namespaces", "ray-train-ann") is None
+        assert st.get("v1", "namespaces", "ray-train-bob") is not None
+        roles = [r["metadata"]["name"] for r in st.objects("rbac.authorization.k8s.io/v1", "clusterroles")]
+        assert "raytrain-attendee-ann" not in roles

@@ -62,6 +62,7 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
             "eksctl/gpu-nodegroup.yaml",
             "iam/storage-role-trust-policy.json",
             "iam/storage-role-permission-policy.json",
+            "iam/bucket-policy.json",
             "eks/pod-identity-association.json",
         ]
     )
@@ -83,6 +84,10 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
         "s3:GetObject",
         "s3:PutObject",
     }
+    bucket = json.loads((out / "iam/bucket-policy.json").read_text())
+    assert bucket["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    kinds_of = [yaml.safe_load((out / name).read_text())["kind"] for name in objects]
+    assert kinds_of.count("NetworkPolicy") == 2
     assert "GPU_AZ" in r.stdout and "ACCOUNT" in r.stdout  # the placeholders are named
     import jsonschema  # the written eksctl configs against eksctl's own ClusterConfig schema (schemas/README.md)
 

@@ -100,6 +100,29 @@ def test_the_local_cluster_needs_its_token_and_a_folder_of_the_users_own_by_defa
     assert "auth_mode: disabled" not in REPO_ENV.read_text()
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    "image, ok",
+    [
+        ("public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1", True),
+        (f"public.ecr.aws/deep-learning-containers/ray@{DIGEST}", True),  # pinned by digest alone
+        (f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1@{DIGEST}", True),  # tag and digest
+        (f"registry.example:5000/ray:latest@{DIGEST}", True),  # the digest decides, whatever the tag says
+        ("public.ecr.aws/deep-learning-containers/ray", False),  # neither
+        ("public.ecr.aws/deep-learning-containers/ray@sha256:abc", False),  # not a sha256 digest
+        (f"public.ecr.aws/deep-learning-containers/ray@{DIGEST.upper()}", False),
+    ],
+)
+def test_images_may_be_pinned_by_digest(image, ok):
+    if ok:
+        assert load(dlc_image=image).versions.dlc_image == image
+    else:
+        with pytest.raises(config.ConfigError, match="or a digest"):
+            load(dlc_image=image)
+
+
 def test_ray_version_must_equal_installed():
     import ray
 
@@ -236,3 +259,11 @@ def test_an_env_yaml_in_a_folder_others_may_write_is_never_read(tmp_path, monkey
     assert found is None or found.parent == Path(loading.__file__).resolve().parents[1]  # the package's own, if any
     (open_ / "mine" / "env.yaml").write_text("target: local\n")
     assert loading.find_env_file(open_ / "mine" / "notebooks") == open_ / "mine" / "env.yaml"
+
+
+def test_the_hf_secret_fix_keeps_the_token_out_of_history_and_the_process_list():
+    with pytest.raises(config.ConfigError) as e:
+        load(hf_token_secret="Bad_Name")
+    msg = str(e.value)
+    assert "--from-literal" not in msg and "--from-file=HF_TOKEN=/dev/stdin" in msg
+    assert "read -rs " in msg and 'printf %s "$' in msg  # read without echo; printf is a shell builtin

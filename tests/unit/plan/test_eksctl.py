@@ -246,6 +246,23 @@ def test_cluster_config_is_valid_for_eksctl(settings):
     assert yaml.safe_load(text)["metadata"]["version"] == settings.aws.k8s_version == "1.35"
 
 
+def test_cluster_enforces_network_policies_and_denies_pods_the_metadata_service(tmp_path, settings):
+    import json
+
+    doc = yaml.safe_load(eksctl.render_cluster_config(settings, azs=AZS, gpu_az="us-west-2b"))
+    (cni,) = [a for a in doc["addons"] if a["name"] == "vpc-cni"]
+    # eksctl passes configurationValues to EKS as it is: a JSON string, the value a string as the add-on's own
+    # schema wants it (EKS User Guide: {"enableNetworkPolicy": "true"})
+    assert json.loads(cni["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    _, gpu = gpu_config(tmp_path)
+    for ng in [*doc["managedNodeGroups"], gpu]:
+        assert ng["disablePodIMDS"] is True, ng["name"]
+        # eksctl refuses disablePodIMDS beside iam.withAddonPolicies or a launch template (validation.go)
+        assert "iam" not in ng and "launchTemplate" not in ng
+    broken = dict(doc, addons=[dict(cni, configurationValues={"enableNetworkPolicy": True})])
+    assert eksctl_errors(yaml.safe_dump(broken))  # the schema wants a string
+
+
 @pytest.mark.parametrize(
     "params, from_ec2, market",
     [

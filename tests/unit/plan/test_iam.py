@@ -152,7 +152,14 @@ def test_trust_policies_pod_identity_and_irsa():
     (st,) = pod["Statement"]
     assert st["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert st["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    assert st["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+    assert st["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": ACCOUNT,
+            "aws:RequestTag/eks-cluster-arn": f"arn:aws:eks:us-west-2:{ACCOUNT}:cluster/raytrain-tutorial",
+            "aws:RequestTag/kubernetes-namespace": "ray-train",
+            "aws:RequestTag/kubernetes-service-account": "raytrain",
+        }
+    }
     issuer = "oidc.eks.us-west-2.amazonaws.com/id/ABCDEF"
     (st,) = iam.trust_policy(s, "irsa", ACCOUNT, "https://" + issuer)["Statement"]
     assert st["Principal"] == {"Federated": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer}"}

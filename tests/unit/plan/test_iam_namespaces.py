@@ -89,3 +89,88 @@ def test_an_unresolved_variable_matches_nothing_and_conditions_read_variables():
     assert iam_eval.decide(doc, "s3:GetObject", "arn:aws:s3:::b/k", {"s3:ExistingObjectTag/ns": "x"}) == (
         iam_eval.IMPLICIT_DENY
     )
+
+
+def test_folder_markers_are_the_levels_above_the_namespace_never_a_cut_variable():
+    ann = settings("ray-train-ann", storage_path="s3://ws-bucket/ckpt/runs")
+    loc = iam.storage_location(ann, ACCOUNT)
+    doc = iam.permission_policy(ann, loc)
+    (markers,) = [s for s in doc["Statement"] if s["Sid"] == "FolderMarkersAboveThePrefix"]
+    # the folders above the real prefix ckpt/runs/ray-train-ann: the variable is one level, not cut at its '/'
+    assert markers["Resource"] == ["arn:aws:s3:::ws-bucket/ckpt/", "arn:aws:s3:::ws-bucket/ckpt/runs/"]
+    assert iam.policy_location(ann, loc).parents == loc.parents == ["ckpt", "ckpt/runs"]
+    assert iam.policy_problems(doc, iam.policy_location(ann, loc), iam.principal_tags(ann)) == []
+    # the checker refuses the malformed resource that cutting the variable at its '/' gave
+    markers["Resource"].append("arn:aws:s3:::ws-bucket/ckpt/runs/${aws:PrincipalTag/")
+    problems = iam.policy_problems(doc, iam.policy_location(ann, loc), iam.principal_tags(ann))
+    assert any("policy variable that is not closed" in p for p in problems), problems
+
+
+def _assume(doc, tags, account=ACCOUNT):
+    context = {"aws:SourceAccount": account, **{f"aws:RequestTag/{k}": v for k, v in tags.items()}}
+    return {a: iam_eval.decide(doc, a, "", context) for a in ("sts:AssumeRole", "sts:TagSession")}
+
+
+def pod_tags(namespace="ray-train", sa="raytrain", cluster="raytrain-tutorial", region="us-west-2"):
+    """The session tags EKS Pod Identity sets (Amazon EKS User Guide, pod-id-abac.html)."""
+    return {
+        "eks-cluster-arn": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{cluster}",
+        "eks-cluster-name": cluster,
+        "kubernetes-namespace": namespace,
+        "kubernetes-service-account": sa,
+    }
+
+
+def test_the_storage_role_trusts_only_its_cluster_namespace_and_service_account():
+    s = config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, target="aws")
+    doc = iam.trust_policy(s, "pod-identity", ACCOUNT)
+    allow = {"sts:AssumeRole": iam_eval.ALLOW, "sts:TagSession": iam_eval.ALLOW}
+    assert _assume(doc, pod_tags()) == allow
+    for other in (
+        pod_tags(namespace="kube-system"),  # any other namespace's association
+        pod_tags(sa="default"),
+        pod_tags(cluster="someone-elses"),
+        pod_tags(region="eu-west-1"),  # a cluster of the same name in another region
+        {},  # an association with disableSessionTags
+    ):
+        assert set(_assume(doc, other).values()) == {iam_eval.IMPLICIT_DENY}, other
+    assert set(_assume(doc, pod_tags(), account="999999999999").values()) == {iam_eval.IMPLICIT_DENY}
+
+
+def test_the_shared_role_of_a_workshop_trusts_every_namespace_of_its_cluster_and_service_account():
+    doc = iam.trust_policy(settings("ray-train-ann"), "pod-identity", ACCOUNT)
+    assert doc == iam.trust_policy(settings("ray-train-bob"), "pod-identity", ACCOUNT)
+    assert set(_assume(doc, pod_tags(namespace="ray-train-bob")).values()) == {iam_eval.ALLOW}
+    assert set(_assume(doc, pod_tags(namespace="ray-train-bob", sa="x")).values()) == {iam_eval.IMPLICIT_DENY}
+    assert set(_assume(doc, pod_tags(cluster="other")).values()) == {iam_eval.IMPLICIT_DENY}
+
+
+def test_the_bucket_refuses_every_request_of_the_job_without_tls():
+    s = settings("ray-train-ann", storage_path="s3://ws-bucket/ckpt")
+    loc = iam.storage_location(s, ACCOUNT)
+    policy = iam.bucket_policy(s, loc.bucket)
+    role = iam.permission_policy(s, loc)
+    tags = {f"aws:PrincipalTag/{k}": v for k, v in iam.principal_tags(s).items()}
+    seen = 0
+    for req in s3_access.storage_requests(loc.bucket, loc.prefix):
+        for auth in s3_access.authorizations(req):
+            ctx = {**dict(auth.context), **tags}
+            plain = {**ctx, "aws:SecureTransport": "false"}
+            assert iam_eval.decide(policy, auth.action, auth.resource, plain) == iam_eval.EXPLICIT_DENY, auth
+            # over TLS the bucket policy denies nothing: the role's policy decides
+            tls = {**ctx, "aws:SecureTransport": "true"}
+            assert iam_eval.decide(policy, auth.action, auth.resource, tls) == iam_eval.IMPLICIT_DENY
+            assert iam_eval.decide(role, auth.action, auth.resource, tls) == iam_eval.ALLOW
+            seen += 1
+    assert seen > 5
+    # a request whose context lacks the key is not matched by Bool (IAM: the values do not match)
+    assert iam_eval.decide(policy, "s3:GetObject", "arn:aws:s3:::ws-bucket/k", {}) == iam_eval.IMPLICIT_DENY
+
+
+def test_the_bucket_policy_keeps_other_statements_and_is_put_once():
+    s = settings("ray-train-ann")
+    theirs = {"Sid": "Theirs", "Effect": "Deny", "Principal": "*", "Action": "s3:DeleteBucket", "Resource": "*"}
+    merged = iam.with_bucket_policy(s, {"Version": "2012-10-17", "Statement": [theirs]}, "b")
+    assert merged["Statement"][0] == theirs and merged["Statement"][1]["Sid"] == iam.TLS_ONLY_SID
+    assert iam.with_bucket_policy(s, merged, "b") is None  # already there: nothing to put
+    assert iam.with_bucket_policy(s, None, "b") == iam.bucket_policy(s, "b")

@@ -162,6 +162,22 @@ def test_one_gpu_instance_type(monkeypatch):
     assert rc["spec"]["workerGroupSpecs"][0]["rayStartParams"]["num-gpus"] == "1"
 
 
+def test_ray_pods_take_the_region_from_the_settings_not_the_metadata_service():
+    s = settings(region="eu-north-1")
+    for part, tmpl in pod_templates(raycluster.render_raycluster(s)):
+        env = {e["name"]: e.get("value") for e in tmpl["spec"]["containers"][0]["env"]}
+        assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "eu-north-1", part
+        assert env["AWS_EC2_METADATA_DISABLED"] == "true", part
+
+
+def test_a_digest_pinned_image_renders_and_validates():
+    image = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1@sha256:" + "ab" * 32
+    s = settings(dlc_image=image)
+    rc = raycluster.render_raycluster(s)
+    assert crd_errors(rc) == [] and raycluster.check_raycluster(rc, s) == []
+    assert {t["spec"]["containers"][0]["image"] for _, t in pod_templates(rc)} == {image}
+
+
 def test_nccl_settings_reach_the_workers():
     s = settings(debug="WARN", env={"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG_SUBSYS": "INIT,NET"})
     rc = raycluster.render_raycluster(s)

@@ -56,6 +56,7 @@ def test_cluster_fields():
     problems = raycluster_checks.check_cluster_fields(spec, s, "RayJob.rayClusterSpec")
     assert problems[0].startswith("RayJob.rayClusterSpec.spec.rayVersion = '2.9.0' but RAY_VERSION is '2.58.0'")
     assert "enableInTreeAutoscaling: false" in problems[1]
+    assert "authOptions = None" in problems[2] and "mode: token" in problems[2]
 
 
 def test_head_scheduling():
@@ -155,12 +156,20 @@ def test_more_structural_failures():
         "image": lambda rc: _worker(rc)["template"]["spec"]["containers"][0].__setitem__("image", "ray:latest"),
         "role=system": lambda rc: rc["spec"]["headGroupSpec"]["template"]["spec"].pop("nodeSelector"),
         "one worker group": lambda rc: rc["spec"]["workerGroupSpecs"].append(_worker(rc)),
+        "authOptions": lambda rc: rc["spec"].pop("authOptions"),
     }
     for needle, breaker in cases.items():
-        rc = raycluster.render_raycluster(s)
-        breaker(rc)
-        problems = raycluster_checks.check_raycluster(rc, s)
-        assert any(needle in p for p in problems), (needle, problems)
+        _check_breaks(s, needle, breaker)
+    # the shell would read a backslash-escaped JSON, the KubeRay operator's getResourcesMap would not
+    escaped = '"{\\"train_slot\\": 8}"'
+    _check_breaks(s, "KubeRay operator", lambda rc: _worker(rc)["rayStartParams"].__setitem__("resources", escaped))
+
+
+def _check_breaks(s, needle, breaker):
+    rc = raycluster.render_raycluster(s)
+    breaker(rc)
+    problems = raycluster_checks.check_raycluster(rc, s)
+    assert any(needle in p for p in problems), (needle, problems)
 
 
 @pytest.mark.parametrize(
@@ -180,6 +189,13 @@ def test_socket_ifname_problems(value, problems):
 def test_resources_param_survives_the_shell():
     v = ray_pods.resources_param(8)
     assert raycluster_checks.parse_ray_resources(v) == {"train_slot": 8}
+    # the operator parses it too (kuberay v1.7.0 pod.go getResourcesMap), and writes it this very way
+    assert raycluster_checks.kuberay_resources_map(v) == {"train_slot": 8}
+    assert v == """'{"train_slot":8}'"""
+    # double quotes escaped for the shell: the shell reads it, the operator's JSON parse fails
+    escaped = '"{\\"train_slot\\": 8}"'
+    assert raycluster_checks.parse_ray_resources(escaped) == {"train_slot": 8}
+    assert raycluster_checks.kuberay_resources_map(escaped) is None
     # unquoted JSON is split by the shell (or loses its quotes): what Ray would receive is not the JSON
     assert raycluster_checks.parse_ray_resources('{"train_slot": 8}') is None
     assert raycluster_checks.parse_ray_resources('{"train_slot":8}') is None

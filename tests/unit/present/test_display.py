@@ -148,6 +148,10 @@ def test_the_local_job_address_is_the_settings_dashboard_port(settings):
     commands = dict(present.equivalent_commands("train", mine).commands)
     assert any("--address http://127.0.0.1:8399" in c for c in commands.values())
     assert any("port-forward svc/raytrain-head-svc 8265:8265" in c for c in commands.values())
+    token = (
+        "RAY_AUTH_TOKEN=\"$(kubectl -n ray-train get secret raytrain -o jsonpath='{.data.auth_token}' | base64 -d)\""
+    )
+    assert any(token in c for c in commands.values())
 
 
 def test_show_source_numbers_lines_as_in_the_file():

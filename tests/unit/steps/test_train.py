@@ -50,12 +50,12 @@ def test_aws_needs_remote_storage(clean_env, repo_root):
 def test_the_aws_job_gets_liger_through_pip_only_when_its_gpus_may_use_it(clean_env, repo_root):
     """On aws (the DLC has no liger-kernel) kernels auto is planned as liger for the GPU node type, so the job's
     runtime_env pip gets the pinned liger-kernel; kernels none asks pip for nothing; extra_pip always travels."""
-    from raytrain_helpers.worker.kernels import LIGER_REQUIREMENT
+    from raytrain_helpers.worker.kernels import LIGER_HASHED
 
     s = config.load(repo_root / "env.yaml", environ={}, target="aws", storage_path="s3://ckpt-b/p")
     planned = train.perf_plan(s).kernels
     assert planned == "liger"
-    assert train.job_pip(s, job_cfg(kernels="auto", planned_kernels=planned)) == [LIGER_REQUIREMENT]
+    assert train.job_pip(s, job_cfg(kernels="auto", planned_kernels=planned)) == [LIGER_HASHED]
     assert train.job_pip(s, job_cfg(kernels="none", planned_kernels="none")) == []
     extra = config.with_overrides(s, extra_pip=["einops==0.8.1"])
     assert train.job_pip(extra, job_cfg(kernels="none", planned_kernels="none")) == ["einops==0.8.1"]
@@ -118,3 +118,25 @@ def test_more_steps_or_a_failed_last_job_train(unit_run):
     failed = _Jobs([("raytrain-unit-b", "SUCCEEDED", 2, logs), ("raytrain-unit-c", "FAILED", 3, "boom")])
     assert train.complete_run(s, failed, "unit", 8, quiet=True).submission_id == "raytrain-unit-b"
     assert train.complete_run(s, _Jobs([]), "other", 8, quiet=True) is None, "nothing recorded, nothing ran"
+
+
+def test_liger_is_installed_hash_checked_in_the_form_ray_takes(clean_env, repo_root):
+    """The runtime_env pip field passes Ray 2.58's own validation; Ray writes ``packages`` one per line to a
+    requirements file for ``pip install -r`` with ``pip_install_options`` (ray/_private/runtime_env/pip.py), so
+    the line is a requirement with pip's per-requirement ``--hash`` option."""
+    import re
+
+    from packaging.requirements import Requirement
+    from ray._private.runtime_env.validation import parse_and_validate_pip
+
+    from raytrain_helpers.worker.kernels import LIGER_HASHED, LIGER_REQUIREMENT
+
+    field = train.runtime_pip([LIGER_HASHED])
+    assert parse_and_validate_pip(field) == field
+    assert field["pip_install_options"][:2] == ["--require-hashes", "--no-deps"]
+    (line,) = field["packages"]
+    req, opt = line.split(" --hash=")
+    assert str(Requirement(req)) == LIGER_REQUIREMENT and re.fullmatch(r"sha256:[0-9a-f]{64}", opt)
+    assert train.runtime_pip(["einops==0.8.1"]) == ["einops==0.8.1"]  # nothing hashed: the plain list
+    with pytest.raises(config.ConfigError, match=r"train.extra_pip = \['einops==0.8.1'\] has no --hash"):
+        train.runtime_pip(["einops==0.8.1", LIGER_HASHED])

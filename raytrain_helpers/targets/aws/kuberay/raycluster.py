@@ -12,7 +12,9 @@ name of those three modules is importable from here too.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +34,17 @@ from ....plan.kube_objects import (
     pod_ready,
 )
 from ....plan.probes import probe_problems
-from ....plan.raycluster import RAY_API, render_namespace, render_operator, render_raycluster, spec_diff
+from ....plan.raycluster import (
+    AUTH_TOKEN_KEY,
+    NETWORK_POLICIES,
+    RAY_API,
+    auth_secret_name,
+    render_namespace,
+    render_network_policies,
+    render_operator,
+    render_raycluster,
+    spec_diff,
+)
 from ....plan.raycluster_checks import check_raycluster
 from ...base import KubeRayResult
 from ..storage import state as storage_state
@@ -136,7 +148,10 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
         return run.failed(
             "KubeRay operator not ready", diagnosis=diagnose_operator(run.client, dep), install_method=method
         )
-    kube.apply(run.client, render_namespace(run.settings))
+    if kube.get(run.client, "v1", "Namespace", run.settings.kubernetes.namespace) is None:
+        kube.apply(run.client, render_namespace(run.settings))  # a workshop's namespace is the facilitator's: kept
+    for policy in render_network_policies(run.settings):  # before any pod: default-deny ingress, then the allow
+        kube.apply(run.client, policy)
     kube.apply(run.client, storage_state.service_account(run.settings))  # the pods' identity (checkpoint storage)
     events = PodProgress(run.client, run.settings.kubernetes.namespace, run.log, pod_role, lambda: run.elapsed_s)
     events.remember(cluster_pods(run.client, run.settings))  # a re-run: the events shown before are summarised
@@ -316,8 +331,44 @@ def job_server(settings: Settings, *, connection_factory=None) -> Iterator[str]:
         )
     if not pod_ready(head):
         raise kube.K8sError(f"the Ray head pod {name_of(head)} is not Ready: {pod_problem(head)}")
+    token = cluster_token(settings)
     with kube.port_forward(settings, name_of(head), DASHBOARD_PORT, connection_factory=connection_factory) as fwd:
-        yield fwd.url
+        with _token_in_environment(token):
+            yield fwd.url
+
+
+def cluster_token(settings: Settings, client=None) -> str:
+    """The RayCluster's Ray token, read from the Secret the KubeRay operator created for it (``authOptions.mode:
+    token``); a K8sError naming the Secret when it is not there."""
+    k = settings.kubernetes
+    name = auth_secret_name(k.ray_cluster_name)
+    with kube.using_client(settings, client) as api:
+        secret = kube.get(api, "v1", "Secret", name, k.namespace)
+    raw = ((secret or {}).get("data") or {}).get(AUTH_TOKEN_KEY)
+    if not raw:
+        raise kube.K8sError(
+            f"no Ray token: Secret {k.namespace}/{name} (key {AUTH_TOKEN_KEY}) "
+            + ("lacks the key" if secret else "does not exist")
+            + ". The KubeRay operator creates it for a RayCluster with authOptions.mode token. Fix: run notebook 04 "
+            "(kuberay.step) again; `kubectl get raycluster -n " + k.namespace + " -o yaml` shows the spec"
+        )
+    return base64.b64decode(raw).decode().strip()
+
+
+@contextlib.contextmanager
+def _token_in_environment(token: str) -> Iterator[None]:
+    """``RAY_AUTH_TOKEN`` for this process while the port-forward is open: the Jobs client
+    (:func:`raytrain_helpers.clients.rayjobs.auth_headers`) sends it as ``Authorization: Bearer``; restored on
+    exit."""
+    before = os.environ.get("RAY_AUTH_TOKEN")
+    os.environ["RAY_AUTH_TOKEN"] = token
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RAY_AUTH_TOKEN", None)
+        else:
+            os.environ["RAY_AUTH_TOKEN"] = before
 
 
 # ============================================================================================
@@ -334,6 +385,9 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
     account = settings.kubernetes.service_account
     if is_part_of_tutorial(kube.get(client, "v1", "ServiceAccount", account, namespace)):
         kube.delete(client, "v1", "ServiceAccount", account, namespace)
+    for policy in NETWORK_POLICIES:
+        if is_part_of_tutorial(kube.get(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)):
+            kube.delete(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)
     uninstall_operator(client, log)
     for obj in reversed(render_operator(settings)):
         kube.delete(client, obj["apiVersion"], obj["kind"], name_of(obj), namespace_of(obj))
@@ -419,6 +473,7 @@ __all__ = [
     "head_pod",
     "install_crds",
     "install_operator",
+    "cluster_token",
     "job_server",
     "operator_version",
     "placement",

@@ -2,11 +2,11 @@
 the Ray pods' ServiceAccount, the in-pod access check, 06's checkpoint row and the teardown.
 
 * Step 02 (:func:`ensure`, :func:`plan`, here): one S3 bucket for the run's storage (public access blocked, SSE-S3
-  encryption, incomplete multipart uploads aborted after a day), created when missing, reused when this account
-  owns it, refused when another account does; one IAM role with least privilege on the bucket prefix
-  (``plan.iam``), bound to ``kubernetes.service_account`` by an EKS Pod Identity association (or IRSA's trust
-  on the cluster's OIDC provider). Everything created is tagged ``raytrain-tutorial=<cluster>``; a second run
-  reads the state (:mod:`.storage_state`) and creates nothing.
+  encryption, requests without TLS denied, incomplete multipart uploads aborted after a day), created when missing,
+  reused when this account owns it, refused when another account does; one IAM role with least privilege on the
+  bucket prefix (``plan.iam``), bound to ``kubernetes.service_account`` by an EKS Pod Identity association (or
+  IRSA's trust on the cluster's OIDC provider). Everything created is tagged ``raytrain-tutorial=<cluster>``; a
+  second run reads the state (:mod:`.storage_state`) and creates nothing.
 * Step 04: :func:`service_account` (:mod:`.storage_state`, from 02's record) is applied before the RayCluster
   (``targets.aws.storage.identity`` then checks the access from inside the worker pods, and lists 06's checkpoint row).
 * Step 08 (:func:`teardown`, :mod:`.storage_teardown`): the association and the role; the bucket with its objects
@@ -79,8 +79,9 @@ def planned(settings: Settings, st: StorageState) -> list[str]:
     todo = []
     if st.bucket == ABSENT:
         todo.append(
-            f"create S3 bucket {loc.bucket} in {settings.aws.region} (public access blocked, SSE-S3, incomplete "
-            f"multipart uploads aborted after {ABORT_MULTIPART_DAYS} day), tagged {TAG_KEY}={settings.aws.cluster_name}"
+            f"create S3 bucket {loc.bucket} in {settings.aws.region} (public access blocked, SSE-S3, TLS only, "
+            f"incomplete multipart uploads aborted after {ABORT_MULTIPART_DAYS} day), tagged "
+            f"{TAG_KEY}={settings.aws.cluster_name}"
         )
     if st.role is None:
         todo.append(f"create IAM role {st.role_name}: {loc.uri}/ objects and listing ({st.mode})")
@@ -140,12 +141,13 @@ def _ensure_bucket(settings: Settings, s3, st: StorageState) -> list[str]:
             Bucket=loc.bucket, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in _tags(settings).items()]}
         )
         done.append(f"created S3 bucket {loc.bucket}")
-    done += _bucket_settings(s3, loc.bucket)
+    done += _bucket_settings(settings, s3, loc.bucket)
     return done
 
 
-def _bucket_settings(s3, bucket: str) -> list[str]:
-    """Public access blocked, SSE-S3 by default, the lifecycle rule: each put only when it differs."""
+def _bucket_settings(settings: Settings, s3, bucket: str) -> list[str]:
+    """Public access blocked, SSE-S3 by default, requests without TLS denied (the bucket policy, its other
+    statements kept), the lifecycle rule: each put only when it differs."""
     from botocore.exceptions import ClientError
 
     done = []
@@ -168,6 +170,10 @@ def _bucket_settings(s3, bucket: str) -> list[str]:
             },
         )
         done.append(f"default encryption SSE-S3 on {bucket}")
+    policy = iam.with_bucket_policy(settings, _doc(read(s3.get_bucket_policy, "Policy")), bucket)
+    if policy is not None:
+        s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+        done.append(f"bucket policy on {bucket}: requests without TLS denied")
     lifecycle = read(s3.get_bucket_lifecycle_configuration, "Rules") or []
     if not any(r.get("ID") == LIFECYCLE_RULE_ID for r in lifecycle):
         rule = {

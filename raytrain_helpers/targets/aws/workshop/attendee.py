@@ -19,7 +19,7 @@ from typing import Any
 
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
-from ....plan.raycluster import RAY_API
+from ....plan.raycluster import NETWORK_POLICIES, RAY_API
 from ...base import KubeRayResult, PluginsResult
 from .. import eks, gate
 from ..kuberay import access
@@ -143,6 +143,7 @@ def own_objects(settings: Settings) -> list[tuple[str, str, str]]:
         (RAY_API, "RayJob", f"{k.ray_cluster_name}-job"),
         (RAY_API, "RayCluster", k.ray_cluster_name),
         ("v1", "ServiceAccount", k.service_account),
+        *(("networking.k8s.io/v1", "NetworkPolicy", name) for name in NETWORK_POLICIES),
     ]
 
 

@@ -1,15 +1,13 @@
-"""A workshop seen from the facilitator's folder: each attendee's RayCluster and last RayJob read from the shared
-cluster, and each attendee's namespace removed (only the ones the hand-out labelled for that attendee)."""
+"""A workshop seen from the facilitator's folder: each attendee's namespace created (``handout namespaces``: never
+one that exists already), their RayCluster and last RayJob read from the shared cluster, and the namespace removed
+(``handout teardown``: only the very namespace the hand-out created, known by the UID the API server gave it)."""
 
 from __future__ import annotations
 
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
 from ....plan.raycluster import RAY_API
-
-#: The labels ``raytrain-tutorial handout`` puts on an attendee's Namespace (and nothing else carries both).
-MANAGED_BY = ("app.kubernetes.io/managed-by", "raytrain-tutorial")
-ATTENDEE_LABEL = "raytrain-tutorial/attendee"
+from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY, ROLE
 
 
 def attendee_state(settings: Settings, *, client=None) -> dict[str, str]:
@@ -31,11 +29,47 @@ def attendee_state(settings: Settings, *, client=None) -> dict[str, str]:
     return dict(cluster=cluster, job=job)
 
 
+def create_namespace(settings: Settings, objects: list[dict], *, uid: str = "", client=None) -> tuple[bool, str, str]:
+    """Create the attendee's Namespace and apply ``objects`` (its quota, limits and RBAC; the Namespace first).
+    A namespace that exists already is refused unless it is the one this hand-out created (its UID is ``uid``):
+    the hand-out never takes over a namespace someone else made. (done, what happened, the namespace's UID)."""
+    ns = settings.kubernetes.namespace
+    try:
+        with kube.using_client(settings, client) as api:
+            live = kube.get(api, "v1", "Namespace", ns)
+            have = ((live or {}).get("metadata") or {}).get("uid", "")
+            if live is not None and (not uid or have != uid):
+                return (
+                    False,
+                    (
+                        f"namespace {ns} exists already and is not the one this hand-out created: left alone, nothing "
+                        f"applied. Fix: a roster row with another name (or namespace column), or delete {ns} if it is "
+                        "a leftover you own"
+                    ),
+                    "",
+                )
+            for obj in objects:
+                kube.apply(api, obj)
+            made = kube.get(api, "v1", "Namespace", ns) or {}
+    except kube.K8sError as e:
+        return False, f"namespace {ns}: {e}", ""
+    new_uid = (made.get("metadata") or {}).get("uid", "")
+    said = "created" if live is None else "already created by this hand-out"
+    return True, f"namespace {ns}: {said}, {len(objects) - 1} object(s) applied in it (uid {new_uid})", new_uid
+
+
 def remove_namespace(
-    settings: Settings, *, assume_yes: bool = False, client=None, timeout_s: float = 300, poll_s: float = 2.0
+    settings: Settings,
+    *,
+    assume_yes: bool = False,
+    uid: str = "",
+    client=None,
+    timeout_s: float = 300,
+    poll_s: float = 2.0,
 ) -> tuple[bool, str]:
-    """Delete the attendee's Namespace (with everything in it) when the hand-out's labels say it is this
-    attendee's; any other namespace of that name is left alone. (done, what happened); idempotent."""
+    """Delete the attendee's Namespace (with everything in it) and their ClusterRole(Binding) when it is the very
+    namespace ``handout namespaces`` created (UID ``uid``, and the hand-out's labels); any other namespace of that
+    name, labelled or not, is left alone. (done, what happened); idempotent."""
     ns = settings.kubernetes.namespace
     if not assume_yes:
         return False, f"refused: deletes namespace {ns} and everything in it. Fix: --yes"
@@ -44,12 +78,17 @@ def remove_namespace(
             obj = kube.get(api, "v1", "Namespace", ns)
             if obj is None:
                 return True, f"namespace {ns}: absent (nothing to delete)"
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            if labels.get(MANAGED_BY[0]) != MANAGED_BY[1] or labels.get(ATTENDEE_LABEL) != settings.run_name:
+            md = obj.get("metadata") or {}
+            labels = md.get("labels") or {}
+            ours = labels.get(MANAGED_BY[0]) == MANAGED_BY[1] and labels.get(ATTENDEE_LABEL) == settings.run_name
+            if not uid or md.get("uid") != uid or not ours:
                 return False, (
-                    f"namespace {ns} is not labelled {ATTENDEE_LABEL}={settings.run_name} by the hand-out: left alone. "
+                    f"namespace {ns} is not the one `handout namespaces` created for {settings.run_name} "
+                    f"({'no record of its creation' if not uid else 'another UID or labels'}): left alone. "
                     f"Fix: delete it yourself if it is this attendee's (kubectl delete namespace {ns})"
                 )
+            for kind in ("ClusterRoleBinding", "ClusterRole"):
+                kube.delete(api, "rbac.authorization.k8s.io/v1", kind, f"{ROLE}-{settings.run_name}")
             kube.delete(api, "v1", "Namespace", ns)
             gone = kube.wait_for(
                 lambda: (kube.get(api, "v1", "Namespace", ns) is None, None), timeout_s=timeout_s, interval_s=poll_s
@@ -59,4 +98,4 @@ def remove_namespace(
     return gone.ok, f"namespace {ns}: " + ("deleted, then read back: absent" if gone.ok else "still terminating")
 
 
-__all__ = ["ATTENDEE_LABEL", "MANAGED_BY", "attendee_state", "remove_namespace"]
+__all__ = ["ATTENDEE_LABEL", "MANAGED_BY", "attendee_state", "create_namespace", "remove_namespace"]

@@ -10,16 +10,19 @@ are simulated from the nodes' labels, taints and allocatable.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from raytrain_helpers.clients import kubernetes as kube
+from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import raycluster as plan
 from raytrain_helpers.targets.aws.kuberay import operator as kuberay_operator
@@ -70,6 +73,12 @@ def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_
         kinds = [k for k, _, _ in st.cluster.applied]
         assert kinds.index("CustomResourceDefinition") < kinds.index("Deployment") < kinds.index("RayCluster")
         assert kinds.index("Namespace", kinds.index("Deployment")) < kinds.index("RayCluster")
+        # ingress denied to every pod of the namespace before its first pod, then allowed among the Ray pods
+        assert kinds.index("Namespace", kinds.index("Deployment")) < kinds.index("NetworkPolicy")
+        assert kinds.index("NetworkPolicy") < kinds.index("RayCluster")
+        policies = {p["metadata"]["name"]: p["spec"] for p in st.objects("networking.k8s.io/v1", "networkpolicies")}
+        assert policies["raytrain-default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+        assert policies["raytrain-ray-same-namespace"]["podSelector"] == {"matchLabels": {"ray.io/cluster": "raytrain"}}
         # the operator landed on the system node
         op_pods = st.objects("v1", "pods", "kuberay-system")
         assert [p["spec"]["nodeName"] for p in op_pods] == [roles["head"]["node"]]
@@ -313,19 +322,31 @@ def test_gpus_held_by_other_pods_are_named():
 # --------------------------------------------------------------------------------------------
 
 
-def test_job_server_forwards_to_the_head_dashboard():
+def test_job_server_forwards_to_the_head_dashboard(monkeypatch):
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     s = settings()
     with standin("healthy", set_env=True, **READY_OP) as st:
         assert kuberay.raycluster(s, **FAST).ok
         with kuberay.job_server(s) as url:
             assert url.startswith("http://127.0.0.1:")
             port = int(url.rsplit(":", 1)[1])
+            # the dashboard refuses a request without the cluster's token (Ray's token authentication)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(url + "/api/version", timeout=5)
+            assert refused.value.code == 401
             for _ in range(3):  # several connections, each its own port-forward stream
-                with urllib.request.urlopen(url + "/api/version", timeout=5) as resp:
+                req = urllib.request.Request(url + "/api/version", headers=rayjobs.auth_headers())
+                with urllib.request.urlopen(req, timeout=5) as resp:
                     body = json.loads(resp.read())
             assert body["ray_version"] == "2.58.0"
             head = kuberay.head_pod(s)["metadata"]["name"]
             assert st.cluster.portforwards[-3:] == [(head, 8265)] * 3
+            # the token is the one in the Secret KubeRay made for the cluster, and only while the forward is open
+            secret = st.get("v1", "secrets", "raytrain", "ray-train")
+            assert secret["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+            assert os.environ["RAY_AUTH_TOKEN"] == kuberay.cluster_token(s) != ""
+        assert "RAY_AUTH_TOKEN" not in os.environ
         with socket.socket() as sock:  # closed on exit
             assert sock.connect_ex(("127.0.0.1", port)) != 0
 
@@ -367,3 +388,19 @@ def test_teardown_deletes_in_order_and_verifies(kuberay_crds_dir):
             next(p for p in deletes if "/deployments/" in p)
         )
         assert kuberay.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=QUIET).ok  # idempotent
+
+
+def test_teardown_in_a_namespace_the_tutorial_did_not_create_removes_only_its_policies(kuberay_crds_dir):
+    s = settings()
+    theirs = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"}
+    theirs["metadata"] = {"name": "their-policy", "namespace": "ray-train"}
+    theirs["spec"] = {"podSelector": {}}
+    preload = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ray-train"}}, theirs]
+    with standin("healthy", set_env=True, preload=preload, **READY) as st:
+        assert kuberay.raycluster(s, **FAST).ok
+        st.cluster.get("v1", "namespaces", "", "ray-train")["metadata"]["labels"] = {}  # not the tutorial's
+        assert len(st.objects("networking.k8s.io/v1", "networkpolicies", "ray-train")) == 3
+        assert kuberay.teardown(s, assume_yes=True, timeout_s=3, poll_s=0.05, log=QUIET).ok
+        assert st.get("v1", "namespaces", "ray-train") is not None
+        left = [p["metadata"]["name"] for p in st.objects("networking.k8s.io/v1", "networkpolicies", "ray-train")]
+        assert left == ["their-policy"]

@@ -101,8 +101,11 @@ def test_up_creates_a_private_encrypted_tagged_bucket_role_and_association(mocke
     s = make_settings(tmp_path)
     cluster = eks_cluster()
     done, problems = storage.ensure(s, Recorder().sess, IDENT, cluster, assume_yes=True)
-    assert problems == [] and len(done) == 7, done
+    assert problems == [] and len(done) == 8, done
     c = s3()
+    policy = json.loads(c.get_bucket_policy(Bucket=BUCKET)["Policy"])
+    assert policy == iam.bucket_policy(s, BUCKET)  # requests without TLS denied
+    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     assert c.get_bucket_tagging(Bucket=BUCKET)["TagSet"] == [{"Key": common.TAG_KEY, "Value": NAME}]
     assert c.get_public_access_block(Bucket=BUCKET)["PublicAccessBlockConfiguration"] == storage.PUBLIC_ACCESS_BLOCK
     (rule,) = c.get_bucket_encryption(Bucket=BUCKET)["ServerSideEncryptionConfiguration"]["Rules"]
@@ -477,3 +480,14 @@ def test_a_denied_teardown_call_is_a_left_row_naming_it(mocked_aws, tmp_path):
     assert row.startswith("storage role") and ok is False
     assert "DeleteRole failed (AccessDenied): not authorized to perform: iam:DeleteRole" in evidence
     assert iam_api().get_role(RoleName=f"{NAME}-ray-train-raytrain-s3")  # still there, and said so
+
+
+def test_the_fake_s3_decides_the_tls_condition_as_s3_does_for_https(tmp_path):
+    from tests.fakes.aws import moto_ext
+
+    deny_plain = iam.bucket_policy(make_settings(tmp_path), "b")["Statement"][0]
+    assert moto_ext.over_tls(deny_plain) is None  # over TLS the Deny of plain HTTP does not apply
+    deny_tls = dict(deny_plain, Condition={"Bool": {"aws:SecureTransport": "true"}})
+    assert "Condition" not in moto_ext.over_tls(deny_tls)  # ... and one that denies TLS applies to every request
+    other = {"Effect": "Deny", "Action": "s3:*", "Resource": "*", "Condition": {"StringEquals": {"k": "v"}}}
+    assert moto_ext.over_tls(other) is other
