@@ -129,8 +129,10 @@ def _bucket_teardown(settings: Settings, s3, loc: iam.StorageLocation, account: 
             f"{TAG_KEY}={settings.aws.cluster_name}); delete {loc.uri} yourself if you no longer need it"
         )
         return row, True, "kept: not the tutorial's"
-    print(f"S3 bucket {loc.bucket}: deleting it with every object version, the exported model "
-          f"{model_export(settings, account)} included")
+    print(
+        f"S3 bucket {loc.bucket}: deleting it with every object version, the exported model "
+        f"{model_export(settings, account)} included"
+    )
     n = empty_bucket(s3, loc.bucket)
     s3.delete_bucket(Bucket=loc.bucket)
     gone = bucket_state(s3, loc.bucket, account, settings)[0] == ABSENT
