@@ -85,9 +85,8 @@ def run(
 ) -> tuple[bool, list[str]]:
     """Apply the namespace, the ServiceAccount and the check pod, wait for it to run, run the storage check in it;
     (ok, lines). A pod that started without EKS Pod Identity's credentials is deleted and created again after
-    ``injection_wait_s`` (:data:`INJECTION_WAIT_S`), at most :data:`POD_TRIES` pods in all, each retry a
-    line. The pod is deleted in every case
-    (a ``KeyboardInterrupt`` included, which is raised again)."""
+    ``injection_wait_s`` (:data:`INJECTION_WAIT_S`), at most :data:`POD_TRIES` pods in all, each retry a line.
+    The pod is deleted in every case (a ``KeyboardInterrupt`` included, which is raised again)."""
     loc = identity.location(settings)
     wait_s = INJECTION_WAIT_S if injection_wait_s is None else injection_wait_s
     with kube.using_client(settings, client) as api:
