@@ -113,8 +113,8 @@ def run(
         done = ", ".join(storage_check.STEPS[2:])
         runs = steps[0].get("arn") or iam.role_name(settings)
         return True, [
-            f"storage check from pod {POD_NAME} (the pods' ServiceAccount, running as {runs}): {done} under "
-            f"{loc.uri}/ OK"
+            f"storage check from pod {POD_NAME} (the pods' ServiceAccount): {done} under {loc.uri}/ OK, running as "
+            f"{runs}"
         ]
     return False, [
         identity.failure(POD_NAME, steps, loc, settings),
