@@ -22,7 +22,9 @@ itself refuses (``ParamValidationError``: a parameter this botocore does not kno
 bug or an old botocore, never an AWS signal: both guards raise :class:`AwsCallError` for it, one line naming the API.
 
 Throttling and transient server errors are retried by botocore itself (:func:`client` sets its ``standard``
-retry mode, or ``adaptive`` when ``AWS_RETRY_MODE=adaptive``); a guard only sees what survived the retries.
+retry mode, or ``adaptive`` when ``AWS_RETRY_MODE=adaptive``); a guard only sees what survived the retries. Each
+retry prints one line, and a server error that is not AWS's answer (an HTML page) is not retried
+(:mod:`.aws_retry`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import aws_retry
 
 #: Added to every request's User-Agent, so the tutorial's calls can be told apart in CloudTrail.
 USER_AGENT = "raytrain-tutorial"
@@ -300,6 +304,7 @@ def client(sess, service: str, region: str | None = None):
             read_timeout=READ_TIMEOUT_S,
         )
         made[key] = sess.client(service, region_name=region, config=cfg)
+        aws_retry.install(made[key])  # an answer that is not AWS's is not retried; each retry is a line
     return made[key]
 
 

@@ -26,6 +26,9 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
   "can this account ever run these node groups here", so it stays true while the tutorial's own nodes run.
+* **IAM permissions**: which actions of the learner policy (:mod:`raytrain_helpers.plan.learner_policy`,
+  ``docs/iam/learner-policy.json``) this identity cannot perform, from ``iam:SimulatePrincipalPolicy`` (no side
+  effects); "could not check" when that is denied or the caller is not a role or user. It never blocks.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 from ...clients import aws as aws_client
 from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
+from ...plan import learner_policy
 from ..base import PreflightResult, Requirement
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
@@ -269,8 +273,49 @@ def quota_rows(settings: Settings, sess) -> list[Requirement]:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def principal_arn(arn: str) -> str:
+    """The IAM principal ``iam:SimulatePrincipalPolicy`` takes for a caller ARN: an assumed-role session's role
+    (``arn:aws:sts::1:assumed-role/R/S`` -> ``arn:aws:iam::1:role/R``; a role with a path is not rebuilt), a user
+    as it is; '' for anything else (the root user, a federated user)."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6:
+        return ""
+    if parts[2] == "sts" and parts[5].startswith("assumed-role/"):
+        return f"{':'.join(parts[:2])}:iam::{parts[4]}:role/{parts[5].split('/')[1]}"
+    return arn if parts[2] == "iam" and parts[5].startswith("user/") else ""
+
+
+def permissions_row(settings: Settings, sess) -> Requirement:
+    """Which of the learner policy's actions (:mod:`raytrain_helpers.plan.learner_policy`) this identity cannot
+    perform, asked of IAM without side effects (``iam:SimulatePrincipalPolicy`` on the caller's role or user: its
+    identity policies, and permissions boundaries; SCPs and resource policies may still deny). Never blocks: when
+    the simulation itself is denied or impossible, the row says "could not check"."""
+    region = settings.aws.region
+    wanted = learner_policy.all_actions()
+    what, needed = "IAM permissions", f"the {len(wanted)} actions of docs/iam/learner-policy.json"
+    fix = "attach docs/iam/learner-policy.json (and eksctl's policies: docs/aws.md section 2) to this identity"
+    ident = aws_client.identity(sess, region)
+    source = principal_arn(ident.arn)
+    if not source:
+        return Requirement(what, f"could not check for {ident.arn}", needed, "unknown", fix, required=False)
+    try:
+        iam_api = aws_client.client(sess, "iam", region)
+        results = aws_client.pages(
+            iam_api, "simulate_principal_policy", "EvaluationResults", PolicySourceArn=source, ActionNames=wanted
+        )
+    except aws_client.call_errors() as e:
+        found = f"could not check: iam:SimulatePrincipalPolicy answered {aws_client.err_code(e)}"
+        return Requirement(what, found, needed, "unknown", f"allow iam:SimulatePrincipalPolicy to see; {fix}", False)
+    denied = sorted(r["EvalActionName"] for r in results if r.get("EvalDecision") != "allowed")
+    if not denied:
+        return Requirement(what, f"all {len(wanted)} allowed for {source}", needed, "ok", required=False)
+    found = f"{len(denied)} of {len(wanted)} not allowed for {source}: {', '.join(denied)}"
+    return Requirement(what, found, needed, "FAILED", fix, required=False)
+
+
 def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
-    """Every row, in the order a learner fixes them: tools, credentials, then (with credentials) the quota."""
+    """Every row, in the order a learner fixes them: tools, credentials, then (with credentials and ``quota``) the
+    rows that ask AWS: the vCPU quota and the IAM permissions."""
     auth, calls_aws_cli = authenticator_row()
     rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
     rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
@@ -278,6 +323,7 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     rows.append(cred)
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
+        rows.append(permissions_row(settings, sess))
     return PreflightResult(target="aws", rows=rows)
 
 
@@ -317,7 +363,9 @@ __all__ = [
     "parse_eksctl",
     "parse_helm",
     "parse_kubectl",
+    "permissions_row",
     "preflight",
+    "principal_arn",
     "quota_rows",
     "require",
     "tool_version",

@@ -50,7 +50,15 @@ kube-system first, as ``eksctl create nodegroup`` of an ``efaEnabled`` node grou
 GPU nodes no taints, as the tutorial's GPU node group is rendered; ``image_pull_fail=TEXT`` keeps the pods whose
 image contains TEXT Pending in ``ImagePullBackOff``, as the kubelet reports a tag the registry lacks.
 
-What it does not do: TLS, watches, admission webhooks, the real scheduler's scoring, strategic-merge or
+EKS Pod Identity (``pod_identity=True``, the default): the one admission webhook it plays is EKS's, at a pod's
+creation: a pod whose ServiceAccount has an association on the AWS endpoint of this process (``AWS_ENDPOINT_URL``, the
+moto server: EKS ``ListPodIdentityAssociations``) gets ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` and
+``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE``, and its ``python3 -c`` runs with a session of the associated role (STS
+``AssumeRole`` standing in for the node's Pod Identity agent, whose link-local address is unreachable here). A pod
+created before the association, or with ``pod_identity=callable`` answering None, gets neither, and runs with
+``node_role``'s session when set (the SDK's fallback to the instance metadata), else this process's credentials.
+
+What it does not do: TLS, watches, other admission webhooks, the real scheduler's scoring, strategic-merge or
 JSON patches, CEL validation rules.
 """
 
@@ -242,6 +250,8 @@ DEFAULTS: dict[str, Any] = dict(
     files=None,
     pod_files=None,
     exec_handler=None,
+    pod_identity=True,  # EKS Pod Identity's webhook and agent (see PodIdentity); False: none; callable (ns, sa) -> role
+    node_role=None,  # a pod without Pod Identity's variables runs as this role (the node's, through the metadata)
     dashboard_upstream=None,
     # the token the "operator" puts in a RayCluster's auth Secret: None = a random one, as KubeRay does; a callable
     # returning the token the Ray processes behind dashboard_upstream were started with (their pods' token)
@@ -251,6 +261,50 @@ DEFAULTS: dict[str, Any] = dict(
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
     context="standin",
 )
+
+
+#: What EKS Pod Identity's webhook sets in each container (EKS User Guide, "Understand how EKS Pod Identity works";
+#: AWS SDKs and Tools Reference Guide, "Container credential provider").
+POD_IDENTITY_ENV = {
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": (
+        "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token"
+    ),
+}
+
+
+def association_role(namespace: str, service_account: str) -> str | None:
+    """The role of the EKS Pod Identity association of ``namespace/service_account`` in any cluster of the region,
+    read from the AWS endpoint this process uses (``AWS_ENDPOINT_URL``: the moto server); None without one."""
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        return None
+    import boto3
+
+    eks = boto3.client("eks", region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-west-2")
+    try:
+        for cluster in eks.list_clusters()["clusters"]:
+            found = eks.list_pod_identity_associations(
+                clusterName=cluster, namespace=namespace, serviceAccount=service_account
+            )["associations"]
+            for a in found:
+                got = eks.describe_pod_identity_association(clusterName=cluster, associationId=a["associationId"])
+                return got["association"]["roleArn"]
+    except Exception:  # noqa: BLE001 - no EKS (or no Pod Identity API) there: no association
+        return None
+    return None
+
+
+def assumed_role_env(role_arn: str, session: str) -> dict[str, str]:
+    """A session of ``role_arn`` from STS AssumeRole on this process's AWS endpoint, as the SDK's environment."""
+    import boto3
+
+    c = boto3.client("sts", region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-west-2")
+    cr = c.assume_role(RoleArn=role_arn, RoleSessionName=session[:64])["Credentials"]
+    return {
+        "AWS_ACCESS_KEY_ID": cr["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": cr["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": cr["SessionToken"],
+    }
 
 
 def _now() -> str:
@@ -919,6 +973,7 @@ class Cluster:
             "spec": copy.deepcopy(template.get("spec") or {}),
             "status": {"phase": "Pending", "conditions": []},
         }
+        self.admit_pod(pod)
         return self.put(pod)
 
     def _free(self, node: dict) -> dict[str, float]:
@@ -1225,14 +1280,45 @@ class Cluster:
             out.update(pf.get(pod["metadata"]["name"], {}))
         return out
 
+    def admit_pod(self, pod: dict) -> None:
+        """EKS Pod Identity's mutating webhook (``eks-pod-identity-webhook``), at the pod's creation: a pod whose
+        ServiceAccount has an association gets :data:`POD_IDENTITY_ENV` in every container; one created before the
+        association is effective gets nothing, and keeps nothing (the webhook never edits a running pod)."""
+        spec = pod.get("spec") or {}
+        sa = spec.get("serviceAccountName")
+        opt = self.o["pod_identity"]
+        ns = pod["metadata"].get("namespace", "default")
+        role = (opt(ns, sa) if callable(opt) else association_role(ns, sa)) if sa and opt else None
+        if role:
+            for c in spec.get("containers") or []:
+                env = [e for e in c.get("env") or [] if e.get("name") not in POD_IDENTITY_ENV]
+                c["env"] = env + [{"name": k, "value": v} for k, v in POD_IDENTITY_ENV.items()]
+        role = role or self.o["node_role"]
+        if role:  # the session the pod's SDK will get, taken now (a test may enforce IAM later)
+            try:
+                pod["_aws_env"] = assumed_role_env(role, pod["metadata"]["name"])
+            except Exception:  # noqa: BLE001 - no STS there: the pod runs with this process's credentials
+                pod["_aws_env"] = {}
+
+    def credentials_for(self, pod: dict) -> dict[str, str]:
+        """The credentials the AWS SDK in ``pod`` ends up with: with Pod Identity's variables, the associated role's
+        session (the agent at 169.254.170.23 assumes it: here STS AssumeRole on the AWS endpoint this process uses,
+        when the pod is created); without them, ``node_role``'s (the SDK falls back to the instance metadata) when
+        set, else this process's."""
+        return dict(pod.get("_aws_env") or {})
+
     def run_python(self, pod: dict, program: str, args: list[str]) -> tuple[str, str, int]:
         """``python3 -c PROGRAM ARGS...``: run for real on this machine, in this process's environment (e.g. a
-        moto server's ``AWS_ENDPOINT_URL`` and fake credentials) with the container's literal env on top."""
+        moto server's ``AWS_ENDPOINT_URL`` and fake credentials) with the container's literal env on top, and the
+        credentials of the pod's identity (:meth:`credentials_for`)."""
         import subprocess
 
         container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
         env = dict(os.environ)
         env.update({e["name"]: e["value"] for e in container.get("env") or [] if "value" in e})
+        creds = self.credentials_for(pod)
+        if creds:
+            env = {k: v for k, v in env.items() if k not in ("AWS_PROFILE", "AWS_SESSION_TOKEN")} | creds
         try:
             done = subprocess.run(
                 [sys.executable, "-c", program, *args], env=env, capture_output=True, text=True, timeout=60
@@ -1544,6 +1630,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if kind == "Node":
                 new["status"] = existing.get("status")
         new["metadata"]["managedFields"] = [{"manager": manager, "operation": "Apply", "time": _now()}]
+        if kind == "Pod" and existing is None:
+            c.admit_pod(new)  # the admission webhooks run on a pod's creation only
         c.put(new, plural=plural)
         if existing is None:
             new["_t"] = time.monotonic()

@@ -17,6 +17,7 @@ from ..kuberay import raycluster as kuberay
 from ..placement.capacity import cancel_probe_reservations, probe_reservations
 from ..plugins import install as plugins
 from ..storage import bucket as storage
+from ..storage import teardown as storage_teardown
 from .state import (
     AwsClusterResult,
     AwsContext,
@@ -263,9 +264,12 @@ def _refusal(settings: Settings, nodegroup_only: bool) -> str:
             f"RayCluster {k.namespace}/{k.ray_cluster_name}, the KubeRay operator, the device plugins, GPU "
             f"node group '{a.gpu_nodegroup_name}' and EKS cluster {a.cluster_name}"
         )
+    note = "" if nodegroup_only else storage_teardown.model_copy_note(settings)
     return (
-        f"refused: teardown deletes the {what} in {a.region}; nothing was deleted. Fix: pass assume_yes=True "
-        f"(notebook parameter assume_yes, CLI --yes) after checking the account and region"
+        f"refused: teardown deletes the {what} in {a.region}; nothing was deleted."
+        + (f" Also {note}." if note else "")
+        + " Fix: pass assume_yes=True (notebook parameter assume_yes, CLI --yes) after checking the account and "
+        "region"
     )
 
 

@@ -69,7 +69,7 @@ def _access_check(settings: Settings, client) -> tuple[bool, list[str], list[str
         results = [(name_of(p), check_in(api, settings, name_of(p), loc)) for p in pods]
     failed = [(pod, steps) for pod, steps in results if not passed(steps)]
     if not failed:
-        done = ", ".join(storage_check.STEPS[1:])
+        done = ", ".join(storage_check.STEPS[2:])
         line = (
             f"storage access from {len(results)} Ray pod(s) (head and workers), with pyarrow's S3 filesystem as Ray "
             f"Train builds it: {done} under {loc.uri}/{storage.MARKER_DIR}/ OK"

@@ -18,7 +18,7 @@ from typing import Any
 
 from ....clients import kubernetes as kube
 from ....core.config import Settings
-from ....plan import walkthrough
+from ....plan import iam, walkthrough
 from ....plan.kube_objects import PART_OF, PART_OF_LABEL, phase_of, pod_problem
 from ....plan.raycluster import render_namespace
 from . import bucket as storage
@@ -31,6 +31,11 @@ POD_NAME = "raytrain-storage-check"
 #: estimate budgets the same).
 START_TIMEOUT_S = int(walkthrough.IMAGE_PULL_MIN * 60)
 POLL_S = 5.0
+#: How many check pods at most when a pod starts without EKS Pod Identity's credentials, and the wait before each new
+#: one: associations are eventually consistent, "may take several seconds to be effective" (AWS CLI reference,
+#: ``eks create-pod-identity-association``), and the webhook sets the variables only when a pod is created.
+POD_TRIES = 3
+INJECTION_WAIT_S = 15.0
 
 
 def description(settings: Settings) -> str:
@@ -76,31 +81,57 @@ def run(
     client=None,
     timeout_s: float = START_TIMEOUT_S,
     poll_s: float = POLL_S,
+    injection_wait_s: float | None = None,
     log=print,
 ) -> tuple[bool, list[str]]:
     """Apply the namespace, the ServiceAccount and the check pod, wait for it to run, run the storage check in it;
-    (ok, lines). The pod is deleted in every case (a ``KeyboardInterrupt`` included, which is raised again)."""
+    (ok, lines). A pod that started without EKS Pod Identity's credentials is deleted and created again after
+    ``injection_wait_s`` (:data:`INJECTION_WAIT_S`), at most :data:`POD_TRIES` pods in all, each retry a line.
+    The pod is deleted in every case (a ``KeyboardInterrupt`` included, which is raised again)."""
     loc = identity.location(settings)
+    wait_s = INJECTION_WAIT_S if injection_wait_s is None else injection_wait_s
     with kube.using_client(settings, client) as api:
         kube.apply(api, render_namespace(settings))
         kube.apply(api, storage.service_account(settings))
         try:
-            _delete(api, settings)  # a pod left by a run killed outright (its spec cannot be changed in place)
-            kube.apply(api, check_pod(settings))
-            log(f"storage check: pod {settings.kubernetes.namespace}/{POD_NAME} applied, waiting for it to run")
-            started = _wait_running(api, settings, timeout_s, poll_s)
-            if started:
-                return False, [started]
-            steps = identity.check_in(api, settings, POD_NAME, loc)
+            for attempt in range(1, POD_TRIES + 1):
+                started, steps = _check_once(api, settings, loc, timeout_s, poll_s, log)
+                if started:
+                    return False, [started]
+                if not identity.not_injected(steps) or attempt == POD_TRIES:
+                    break
+                log(
+                    f"storage check: pod {settings.kubernetes.namespace}/{POD_NAME} started without EKS Pod Identity's "
+                    f"credentials ({steps[0].get('error', '')}); an association takes seconds to be effective and "
+                    f"only a new pod gets them: creating it again in {wait_s:g} s "
+                    f"(pod {attempt + 1} of {POD_TRIES})"
+                )
+                _delete(api, settings)
+                time.sleep(wait_s)
         finally:
             _delete(api, settings)
     if identity.passed(steps):
-        done = ", ".join(storage_check.STEPS[1:])
-        return True, [f"storage check from pod {POD_NAME} (the pods' ServiceAccount): {done} under {loc.uri}/ OK"]
+        done = ", ".join(storage_check.STEPS[2:])
+        runs = steps[0].get("arn") or iam.role_name(settings)
+        return True, [
+            f"storage check from pod {POD_NAME} (the pods' ServiceAccount): {done} under {loc.uri}/ OK, running as "
+            f"{runs}"
+        ]
     return False, [
         identity.failure(POD_NAME, steps, loc, settings),
         *identity.step_rows(POD_NAME, steps, loc, settings),
     ]
+
+
+def _check_once(api, settings: Settings, loc, timeout_s: float, poll_s: float, log) -> tuple[str, list]:
+    """A new check pod, the check run in it: ('', steps), or (why the pod did not run, [])."""
+    _delete(api, settings)  # a pod left by a run killed outright, or the one without credentials
+    kube.apply(api, check_pod(settings))
+    log(f"storage check: pod {settings.kubernetes.namespace}/{POD_NAME} applied, waiting for it to run")
+    started = _wait_running(api, settings, timeout_s, poll_s)
+    if started:
+        return started, []
+    return "", identity.check_in(api, settings, POD_NAME, loc)
 
 
 def _wait_running(api, settings: Settings, timeout_s: float, poll_s: float) -> str:

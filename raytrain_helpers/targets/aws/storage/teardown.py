@@ -11,7 +11,7 @@ from typing import Any
 from ....clients import aws as aws_client
 from ....core.config import ConfigError, Settings
 from ....plan import iam
-from .state import ABSENT, ACCOUNTS, TAG_KEY, bucket_state, denied, find_association, get_role
+from .state import ABSENT, ACCOUNTS, TAG_KEY, bucket_state, denied, find_association, get_role, load_record
 
 # ==============================================================================================================
 # Step 08: the association, the role, the bucket (only the tutorial's)
@@ -32,6 +32,32 @@ def teardown_rows(settings: Settings) -> tuple[str, str]:
     return (
         f"storage role {iam.role_name(settings)} and its pod identity association ({k.namespace}/{k.service_account})",
         "S3 checkpoint bucket",
+    )
+
+
+def model_export(settings: Settings, account: str = "ACCOUNT") -> str:
+    """Where the run's job exported the trained model (``<storage>/<run>/model``, as ``steps.train.export_path``
+    writes it on aws): 02's record, else the storage the settings name (``account`` fills a derived bucket name)."""
+    rec = load_record(settings)
+    if rec and rec.get("bucket"):
+        uri = f"s3://{rec['bucket']}/{rec['prefix']}"
+    else:
+        try:
+            uri = iam.storage_location(settings, account).uri
+        except ConfigError:
+            return ""
+    return f"{uri.rstrip('/')}/{settings.run_name}/model"
+
+
+def model_copy_note(settings: Settings, account: str = "ACCOUNT") -> str:
+    """The warning 08 gives before it deletes the tutorial's bucket: the exported model is in it, and the command
+    that copies the model out first."""
+    model = model_export(settings, account)
+    if not model:
+        return ""
+    return (
+        f"the S3 bucket the tutorial created goes with every object in it, the exported model included ({model}): "
+        f"copy the model out first with `aws s3 sync {model} ./model`"
     )
 
 
@@ -103,6 +129,10 @@ def _bucket_teardown(settings: Settings, s3, loc: iam.StorageLocation, account: 
             f"{TAG_KEY}={settings.aws.cluster_name}); delete {loc.uri} yourself if you no longer need it"
         )
         return row, True, "kept: not the tutorial's"
+    print(
+        f"S3 bucket {loc.bucket}: deleting it with every object version, the exported model "
+        f"{model_export(settings, account)} included"
+    )
     n = empty_bucket(s3, loc.bucket)
     s3.delete_bucket(Bucket=loc.bucket)
     gone = bucket_state(s3, loc.bucket, account, settings)[0] == ABSENT
@@ -135,6 +165,8 @@ def show_kept(kept: list[str]) -> None:
 __all__ = [
     "StorageTeardown",
     "empty_bucket",
+    "model_copy_note",
+    "model_export",
     "show_kept",
     "teardown",
     "teardown_rows",

@@ -20,12 +20,14 @@ sys.path.insert(0, str(REPO))
 from raytrain_helpers import nccl  # noqa: E402
 from raytrain_helpers.clients import kubernetes  # noqa: E402
 from raytrain_helpers.core import config  # noqa: E402
+from raytrain_helpers.steps import train as train_step  # noqa: E402
 from raytrain_helpers.steps import verify  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
 from raytrain_helpers.targets.aws import common  # noqa: E402
 from raytrain_helpers.targets.aws.eks import down as eks_teardown  # noqa: E402
 from raytrain_helpers.targets.aws.jobs.logs import LIST_SCRIPT  # noqa: E402
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
+from raytrain_helpers.targets.aws.storage import teardown as storage_teardown  # noqa: E402
 from tests.fakes.aws.fixtures import SECRETS, make_settings  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 from tests.helpers import job_cfg  # noqa: E402
@@ -36,7 +38,8 @@ QUIET = lambda *a: None  # noqa: E731
 FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 READY_OP = dict(plugins_installed=True, operator_installed=True, delay_s=0.05)
 NAME, R = "raytrain-tutorial", "us-west-2"
-CONTEXT = f"{NAME}.{R}.eksctl.io"  # what eksctl names the cluster in the kubeconfig
+CONTEXT = f"{NAME}.{R}.eksctl.io"
+BUCKET = f"{NAME}-123456789012-{R}"  # what eksctl names the cluster in the kubeconfig
 
 
 def settings(**params):
@@ -155,8 +158,14 @@ def test_teardown_refuses_without_assume_yes_and_touches_nothing(monkeypatch, tm
     assert out.startswith(
         "refused: teardown deletes the RayCluster ray-train/raytrain, the KubeRay operator, "
         "the device plugins, GPU node group 'gpu-efa' and EKS cluster raytrain-tutorial in "
-        "us-west-2; nothing was deleted. Fix: pass assume_yes=True"
+        "us-west-2; nothing was deleted. Also the S3 bucket the tutorial created goes with every object in it, "
+        "the exported model included (s3://raytrain-tutorial-ACCOUNT-us-west-2/raytrain/"
     )
+    run = settings().run_name
+    assert (
+        f"copy the model out first with `aws s3 sync s3://raytrain-tutorial-ACCOUNT-us-west-2/raytrain/{run}/model "
+        "./model`. Fix: pass assume_yes=True" in out
+    ), out
 
 
 def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp_path, monkeypatch, capsys):
@@ -165,8 +174,14 @@ def test_teardown_removes_everything_in_reverse_order_and_is_idempotent(srv, tmp
         monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         assert kuberay.raycluster(s, **FAST).ok
         n = len(srv.eksctl_calls())
+        model = train_step.export_path(s)  # where the job exports the model: in the bucket 08 deletes
+        assert storage_teardown.model_export(s) == model == f"s3://{BUCKET}/raytrain/{s.run_name}/model"
+        capsys.readouterr()
         r = aws.teardown(s, assume_yes=True)
         assert r.ok, r.steps
+        assert f"S3 bucket {BUCKET}: deleting it with every object version, the exported model {model}" in (
+            capsys.readouterr().out
+        )
         assert [state for _, state, _ in r.steps] == [True] * 7
         assert [w.split(" (")[0].split(",")[0] for w, _, _ in r.steps] == [
             "RayCluster ray-train/raytrain and its pods",

@@ -28,6 +28,7 @@ pf = importlib.import_module("raytrain_helpers.targets.aws.preflight")
 
 pytestmark = pytest.mark.timeout(120)
 R = "us-west-2"
+REPO = Path(__file__).resolve().parents[4]
 
 #: ``aws --version`` of AWS CLI v1, measured on this machine (2026-12-04).
 AWS_V1 = "aws-cli/1.45.11 Python/3.11.7 Linux/6.18.44-fc-v1252 botocore/1.43.11"
@@ -230,3 +231,73 @@ def test_the_billable_steps_refuse_to_start_when_the_preflight_failed(tools, tmp
     assert boto3.client("eks", region_name=R).list_clusters()["clusters"] == []
     # reading what exists never waits on the preflight
     assert aws_target.capacity(s, regions=[R], save=False).rows
+
+
+# --------------------------------------------------------------------------------------------
+# IAM permissions: iam:SimulatePrincipalPolicy (moto 5.2.1 lacks it: botocore's Stubber, the documented shape)
+# --------------------------------------------------------------------------------------------
+
+ROLE_SESSION = "arn:aws:sts::123456789012:assumed-role/Learner/alice"
+
+
+def _simulated(monkeypatch, arn: str, respond):
+    """permissions_row for a caller ``arn``, IAM answering through ``respond(stubber, wanted)``."""
+    from botocore.stub import Stubber
+
+    from raytrain_helpers.clients import aws as aws_client
+    from raytrain_helpers.plan import learner_policy
+
+    monkeypatch.setattr(aws_client, "identity", lambda sess, region: aws_client.Identity("123456789012", arn, R))
+    sess = aws_client.session(R)
+    iam_api = aws_client.client(sess, "iam", R)
+    with Stubber(iam_api) as stub:
+        respond(stub, learner_policy.all_actions())
+        row = pf.permissions_row(_settings_for_permissions(), sess)
+        stub.assert_no_pending_responses()
+    return row
+
+
+def _settings_for_permissions():
+    from raytrain_helpers.core import config
+
+    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, target="aws")
+
+
+def test_the_permissions_row_names_the_actions_the_identity_cannot_perform(monkeypatch):
+    def respond(stub, wanted):
+        denied = {"iam:PassRole", "s3:DeleteObjectVersion"}
+        results = [
+            {"EvalActionName": a, "EvalResourceName": "*", "EvalDecision": "implicitDeny" if a in denied else "allowed"}
+            for a in wanted
+        ]
+        stub.add_response(
+            "simulate_principal_policy",
+            {"EvaluationResults": results, "IsTruncated": False},
+            {"PolicySourceArn": "arn:aws:iam::123456789012:role/Learner", "ActionNames": wanted},
+        )
+
+    row = _simulated(monkeypatch, ROLE_SESSION, respond)
+    assert row.status == "FAILED" and not row.blocks
+    assert row.found.startswith("2 of ") and row.found.endswith(
+        "not allowed for arn:aws:iam::123456789012:role/Learner: iam:PassRole, s3:DeleteObjectVersion"
+    )
+    assert "docs/iam/learner-policy.json" in row.fix
+
+
+def test_a_denied_simulation_is_could_not_check_not_a_failure(monkeypatch):
+    def respond(stub, wanted):
+        stub.add_client_error("simulate_principal_policy", "AccessDenied", "not authorized", 403)
+
+    row = _simulated(monkeypatch, "arn:aws:iam::123456789012:user/alice", respond)
+    assert row.status == "unknown" and not row.blocks
+    assert row.found == "could not check: iam:SimulatePrincipalPolicy answered AccessDenied"
+
+
+def test_every_action_allowed_is_ok_and_the_root_user_is_not_simulated(monkeypatch):
+    def allowed(stub, wanted):
+        results = [{"EvalActionName": a, "EvalResourceName": "*", "EvalDecision": "allowed"} for a in wanted]
+        stub.add_response("simulate_principal_policy", {"EvaluationResults": results, "IsTruncated": False})
+
+    assert _simulated(monkeypatch, ROLE_SESSION, allowed).status == "ok"
+    root = _simulated(monkeypatch, "arn:aws:iam::123456789012:root", lambda stub, wanted: None)
+    assert root.status == "unknown" and root.found.startswith("could not check for arn:aws:iam::123456789012:root")

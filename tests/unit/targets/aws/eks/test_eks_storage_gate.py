@@ -21,11 +21,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[5]))
 
+from raytrain_helpers.plan import iam as iam_plan  # noqa: E402
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
 from raytrain_helpers.targets.aws.plugins import owners as device_owners  # noqa: E402
 from raytrain_helpers.targets.aws.storage import gate as storage_gate
 from raytrain_helpers.targets.aws.storage import identity  # noqa: E402
 from tests.fakes.k8s_standin import StandIn  # noqa: E402
+from tests.fakes.k8s_standin import server as standin_server  # noqa: E402
 from tests.unit.targets.aws.eks.test_eks import R, ops, placed  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
@@ -108,12 +110,18 @@ def test_plan_says_the_order_and_creates_nothing(srv, tmp_path):
     assert srv.eksctl_calls() == []
 
 
-def _pod_user(policy: dict) -> dict:
+def _role_session(s, policy: dict | None = None) -> dict:
+    """A session of the storage role (what EKS Pod Identity's agent hands the pod), its policy replaced by
+    ``policy`` when given."""
     iam = boto3.client("iam", region_name=R)
-    iam.create_user(UserName="pod")
-    iam.put_user_policy(UserName="pod", PolicyName="p", PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName="pod")["AccessKey"]
-    return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+    role = iam_plan.role_name(s)
+    if policy is not None:
+        iam.put_role_policy(RoleName=role, PolicyName=iam_plan.POLICY_NAME, PolicyDocument=json.dumps(policy))
+    return standin_server.assumed_role_env(f"arn:aws:iam::{ACCOUNT}:role/{role}", "eks-pod-identity")
+
+
+def _pod_env(pod) -> dict:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or [] if "value" in e}
 
 
 def test_a_denied_storage_stops_up_before_the_gpu_nodegroup_and_deletes_the_pod(srv, tmp_path, monkeypatch):
@@ -122,12 +130,12 @@ def test_a_denied_storage_stops_up_before_the_gpu_nodegroup_and_deletes_the_pod(
     from tests.unit.plan.test_s3_access import OLD_POLICY
 
     old = json.loads(json.dumps(OLD_POLICY).replace("ckpt-bucket", BUCKET).replace("team/raytrain", "raytrain"))
-    creds: dict = {}
+    s = placed(tmp_path)
 
-    def as_pod(pod, argv):  # the pod's identity holds the old prefix-only policy; moto enforces IAM meanwhile
+    def as_pod(pod, argv):  # the pod runs as the storage role, which holds the old prefix-only policy; moto enforces
         if argv[:2] != ["python3", "-c"]:
             return None
-        env = {k: v for k, v in os.environ.items() if k != "AWS_SESSION_TOKEN"} | creds
+        env = {k: v for k, v in os.environ.items() if k != "AWS_SESSION_TOKEN"} | _pod_env(pod) | _role_session(s, old)
         monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
         try:
             done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=60)
@@ -137,17 +145,71 @@ def test_a_denied_storage_stops_up_before_the_gpu_nodegroup_and_deletes_the_pod(
 
     st = _k8s(monkeypatch, exec_handler=as_pod)
     try:
-        creds.update(_pod_user(old))
-        s = placed(tmp_path)
         res = aws_target.cluster(s, "up", assume_yes=True)
         assert not res.ok
         first = res.problems[0]
         assert first.startswith(f"Ray pod {POD}: create_dir on s3://{BUCKET}/raytrain/ failed: HeadBucket"), first
         assert "the pod's role lacks s3:ListBucket" in first and "Fix: re-run notebook 02" in first
         assert first.endswith("the GPU node group was not created (no GPU time was spent)")
+        role = iam_plan.role_name(s)
+        assert any(
+            c.startswith(f"storage check in {POD}: identity: OK (runs as arn:aws:sts::{ACCOUNT}:assumed-role/{role}/")
+            for c in res.causes
+        ), res.causes
         assert any(f"storage check in {POD}: create_dir: FAILED" in c for c in res.causes), res.causes
+        assert not any("wrong identity" in c for c in [*res.causes, *res.problems])
         assert ops(srv) == ["create cluster"] and _nodegroups() == ["system"]
         assert POD not in _pods(st)
+    finally:
+        st.stop()
+
+
+def test_a_pod_created_before_the_association_is_effective_is_created_again_then_passes(srv, tmp_path, monkeypatch):
+    made = []
+
+    def late(ns, sa):  # EKS Pod Identity: the association is effective from the second pod on
+        made.append((ns, sa))
+        return standin_server.association_role(ns, sa) if len(made) > 1 else None
+
+    monkeypatch.setattr(storage_gate, "INJECTION_WAIT_S", 0.1)
+    st = _k8s(monkeypatch, pod_identity=late)
+    logged: list[str] = []
+    try:
+        s = placed(tmp_path)
+        res = aws_target.cluster(s, "up", assume_yes=True)
+        assert res.ok, (res.problems, res.causes)
+        runs = [argv for pod, argv in st.cluster.exec_log if pod == POD and argv[:2] == ["python3", "-c"]]
+        assert len(runs) == 2  # the first pod had no credentials, the second passed
+        assert any(a.startswith(f"storage check from pod {POD}") and "assumed-role/" in a for a in res.actions)
+        ok, lines = storage_gate.run(s, poll_s=0.05, log=logged.append)  # again: injected at once, one pod
+        assert ok and not any("creating it again" in x for x in logged), logged
+    finally:
+        st.stop()
+
+
+def test_a_pod_running_as_the_node_role_is_wrong_identity_not_a_missing_permission(srv, tmp_path, monkeypatch):
+    iam = boto3.client("iam", region_name=R)
+    node_role = iam.create_role(
+        RoleName="eksctl-raytrain-tutorial-nodegroup-system-NodeInstanceRole-1",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    monkeypatch.setattr(storage_gate, "INJECTION_WAIT_S", 0.1)
+    # the webhook never injects (the association is not effective), and the SDK falls back to the node's role
+    st = _k8s(monkeypatch, pod_identity=lambda ns, sa: None, node_role=node_role)
+    try:
+        s = placed(tmp_path)
+        res = aws_target.cluster(s, "up", assume_yes=True)
+        assert not res.ok
+        first = res.problems[0]
+        assert first.startswith(f"Ray pod {POD}: wrong identity, not a missing permission: EKS Pod Identity did not")
+        assert f"assumed-role/{node_role.split('/')[-1]}/" in first and iam_plan.role_name(s) in first
+        assert "aws eks list-pod-identity-associations --cluster-name raytrain-tutorial" in first
+        assert "lacks" not in first and not any("lacks s3:" in c for c in res.causes)
+        assert any(c.startswith(f"storage check in {POD}: identity: FAILED - wrong identity") for c in res.causes)
+        assert any(c == f"storage check in {POD}: create_dir: not run" for c in res.causes), res.causes
+        runs = [argv for pod, argv in st.cluster.exec_log if pod == POD and argv[:2] == ["python3", "-c"]]
+        assert len(runs) == storage_gate.POD_TRIES  # a new pod each time, bounded
+        assert _nodegroups() == ["system"] and POD not in _pods(st)
     finally:
         st.stop()
 

@@ -66,9 +66,7 @@ def endpoint(plain_moto, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    # botocore retries an HTTP 500 of a JSON service with backoff (up to MAX_ATTEMPTS, about 45 s here): the
-    # answer after the retries is the same page, so one attempt shows the same failure
-    monkeypatch.setattr(aws_client, "MAX_ATTEMPTS", 0)
+    # the retries stay as they are: an HTML 500 is not retried (clients.aws_retry), so each call is one attempt
     return plain_moto
 
 
@@ -131,3 +129,87 @@ def test_step_01_against_a_plain_moto_server_shows_which_api_failed_and_what_it_
     for line in lines.values():
         assert line in out  # the table row (wide enough for the whole line)
     assert rep.rows and rep.rows[0].spot_score is None  # the ranking went on without the Spot scores
+
+
+def _sends(api) -> list[int]:
+    """The HTTP requests ``api`` sends (one per attempt)."""
+    sent: list[int] = []
+    api.meta.events.register("before-send", lambda **k: sent.append(1))
+    return sent
+
+
+def test_an_html_500_is_not_retried_at_all(plain_moto, monkeypatch, tmp_path, capsys):
+    """With the default retries (not the fixture's 0): an HTML page is not AWS's answer, one attempt is enough."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", plain_moto)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAPLAINMOTO0000001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "plain-moto-secret-key-not-real-000000000")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    assert aws_client.MAX_ATTEMPTS == 8
+    sq = aws_client.client(aws_client.session(R), "service-quotas", R)
+    sent = _sends(sq)
+    sig = aws_client.optional_call(sq, "get_aws_default_service_quota", instead="x", ServiceCode="ec2", QuotaCode="L-1")
+    assert sig.failure.kind == "bad answer" and len(sent) == 1
+    assert "retrying" not in capsys.readouterr().err
+
+
+@pytest.fixture
+def flaky_quotas(monkeypatch):
+    """A Service Quotas endpoint that answers AWS's own 503 (a JSON error naming its code) ``n`` times, then the
+    quota; or an HTML page when ``html`` is set."""
+    import http.server
+    import json
+    import threading
+
+    state = {"n": 1, "html": False, "seen": 0}
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            state["seen"] += 1
+            if state["html"]:
+                code, ctype, body = 502, "text/html", b"<html><head><title>502 Bad Gateway</title></head></html>"
+            elif state["seen"] <= state["n"]:
+                body = json.dumps({"__type": "ServiceUnavailableException", "message": "try again"}).encode()
+                code, ctype = 503, "application/x-amz-json-1.1"
+            else:
+                body = json.dumps({"Quota": {"QuotaCode": "L-1", "Value": 64.0}}).encode()
+                code, ctype = 200, "application/x-amz-json-1.1"
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{srv.server_address[1]}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAPLAINMOTO0000001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "plain-moto-secret-key-not-real-000000000")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    yield state
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_awss_own_503_is_retried_and_each_retry_is_a_line(flaky_quotas, capsys):
+    sq = aws_client.client(aws_client.session(R), "service-quotas", R)
+    sent = _sends(sq)
+    got = aws_client.essential_call(sq, "get_aws_default_service_quota", ServiceCode="ec2", QuotaCode="L-1")
+    assert got["Quota"]["Value"] == 64.0 and len(sent) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "AWS: servicequotas:GetAWSDefaultServiceQuota answered HTTP 503 ServiceUnavailableException; retrying in "
+    ), err
+    assert err[0].endswith(f"s (attempt 2 of {aws_client.MAX_ATTEMPTS + 1})")
+
+
+def test_an_html_page_from_a_proxy_is_not_retried(flaky_quotas, capsys):
+    flaky_quotas["html"] = True
+    sq = aws_client.client(aws_client.session(R), "service-quotas", R)
+    sent = _sends(sq)
+    sig = aws_client.optional_call(sq, "get_aws_default_service_quota", instead="x", ServiceCode="ec2", QuotaCode="L-1")
+    assert sig.failure.status == 502 and len(sent) == 1
+    assert capsys.readouterr().err == ""

@@ -328,16 +328,14 @@ def test_access_check_runs_the_job_storage_code_from_the_head_and_every_worker(c
     assert sa is not None and "annotations" not in sa["metadata"]  # Pod Identity: nothing to annotate
 
 
-def _as_pod_user(monkeypatch, doc: dict) -> None:
-    """The pods' credentials become an IAM user holding ``doc``, with moto enforcing IAM."""
+def _as_pod_role(monkeypatch, doc: dict) -> None:
+    """The pods' role (02's storage role, whose session EKS Pod Identity gave them) holds ``doc``, with moto
+    enforcing IAM."""
     import moto.settings
 
-    iam_api().create_user(UserName="pod")
-    iam_api().put_user_policy(UserName="pod", PolicyName="p", PolicyDocument=json.dumps(doc))
-    key = iam_api().create_access_key(UserName="pod")["AccessKey"]
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
-    monkeypatch.delenv("AWS_SESSION_TOKEN")
+    # the pods run as the storage role (their EKS Pod Identity session, taken when the stand-in created them)
+    (role,) = [r["RoleName"] for r in iam_api().list_roles()["Roles"] if r["RoleName"].endswith("-s3")]
+    iam_api().put_role_policy(RoleName=role, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
     monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
 
 
@@ -352,7 +350,7 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
 
     s, _ = cluster_with_storage
     old = json.loads(json.dumps(OLD_POLICY).replace("ckpt-bucket", BUCKET).replace("team/raytrain", "raytrain"))
-    _as_pod_user(monkeypatch, old)
+    _as_pod_role(monkeypatch, old)
     ok, lines = access.access_check(s)
     assert not ok and len(lines) == 3, lines
     assert lines[0].endswith(
@@ -365,6 +363,7 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
     _, _, rows = access.access_check(s, with_rows=True)
     head = lines[0].split(":")[0].removeprefix("Ray pod ")
     expected = [
+        "identity: OK (runs as arn:aws:sts::123456789012:assumed-role/raytrain-tutorial-ray-train-raytrain-s3/",
         "filesystem: OK",
         "create_dir: FAILED - create_dir on",
         "write: not run",
@@ -375,7 +374,7 @@ def test_a_denied_head_bucket_names_list_bucket_without_a_prefix_condition(clust
         "delete: not run",
     ]
     assert all(r.startswith(f"storage check in {head}: {w}") for r, w in zip(rows, expected, strict=True)), rows
-    assert "HeadBucket was denied, the pod's role lacks s3:ListBucket" in rows[1]
+    assert "HeadBucket was denied, the pod's role lacks s3:ListBucket" in rows[2]
 
 
 @pytest.mark.parametrize(
@@ -398,7 +397,7 @@ def test_a_denied_step_names_the_operation_and_the_action(
         )
     else:
         doc["Statement"][1]["Action"].remove(drop)
-    _as_pod_user(monkeypatch, doc)
+    _as_pod_role(monkeypatch, doc)
     ok, lines = access.access_check(s)
     assert not ok and len(lines) == 3, lines
     assert (
