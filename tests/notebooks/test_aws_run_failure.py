@@ -68,10 +68,10 @@ def test_a_run_failing_at_05_shows_what_bills_and_the_opt_in_teardown_removes_it
     block = out[out.index("STILL BILLING") :]
     assert f"STILL BILLING (AWS account 123456789012, us-west-2): about ${PER_HOUR}/h" in block
     for row in (
-        r"EKS cluster raytrain-tutorial \(ACTIVE\)\s*\| 1\s*\| 0\.10",
-        r"node group gpu-efa \(ACTIVE\)\s*\| 2 x g6\.12xlarge\s*\| 9\.20",
-        r"node group system \(ACTIVE\)\s*\| 1 x m7i\.xlarge\s*\| 0\.20",
-        r"NAT gateway nat-\w+ \(available\)\s*\| 1\s*\| 0\.04",
+        r"EKS cluster raytrain-tutorial \(ACTIVE\)\s*\| 1\s*\| 0\.100",
+        r"node group gpu-efa \(ACTIVE\)\s*\| 2 x g6\.12xlarge\s*\| 9\.203",
+        r"node group system \(ACTIVE\)\s*\| 1 x m7i\.xlarge\s*\| 0\.202",
+        r"NAT gateway nat-\w+ \(available\)\s*\| 1\s*\| 0\.045",
         r"S3 bucket raytrain-tutorial-123456789012-us-west-2 \(created by the tutorial\)",
     ):
         assert re.search(row, block), (row, block)

@@ -59,7 +59,7 @@ def _add(res: BillingResult, what: str, count: str, per_hour: float | None, note
     if per_hour is None:
         res.rows.append((what, count, note or "?"))
         return
-    res.rows.append((what, count, f"{per_hour:.2f}"))
+    res.rows.append((what, count, f"{per_hour:.3f}"))
     res.per_hour += per_hour
 
 

@@ -168,9 +168,11 @@ def _create_gpu_in(
         res.gpu_az_tries.append((az, "created: node group ACTIVE"))
         return None
     found = ng_stack.read(ctx.client("cloudformation"), a.cluster_name, a.gpu_nodegroup_name)
-    if found is not None and found.capacity is not None:
+    if found is not None and found.capacity is not None and found.capacity[1] == az:
         return found
     what = f"eksctl create nodegroup ({a.gpu_nodegroup_name}) exited {r.returncode}; it is {st}"
+    if r.returncode == 0 and found is not None:  # eksctl skips a node group whose stack exists, and exits 0
+        what += f" (eksctl created nothing: stack {found.name} is {found.status})"
     stack = found or ng_stack.NodegroupStack(ng_stack.stack_name(a.cluster_name, a.gpu_nodegroup_name), "", st)
     stack.reason = stack.reason or what
     if r.tail:
