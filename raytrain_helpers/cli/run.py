@@ -11,7 +11,7 @@ from ..core.loading import load
 from ..steps import teardown
 from ..targets import for_settings
 from .args import add_settings_args, cli_params, settings_from_args
-from .runner import canonical_params, list_notebooks, run_notebooks
+from .runner import canonical_params, list_notebooks, report_billing, run_notebooks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,17 +56,21 @@ def _cli_run(args: argparse.Namespace) -> int:
         _print_notebook_parameters()
         return 0
     t0 = time.time()
-    results = run_notebooks(
-        settings,
-        params=canonical_params(settings, params),
-        env_file=args.env_file,
-        files=args.files,
-        only=args.only,
-        start_from=args.start_from,
-        force=args.force,
-        kernel=args.kernel,
-        stream_output=args.log_output,
-    )
+    try:
+        results = run_notebooks(
+            settings,
+            params=canonical_params(settings, params),
+            env_file=args.env_file,
+            files=args.files,
+            only=args.only,
+            start_from=args.start_from,
+            force=args.force,
+            kernel=args.kernel,
+            stream_output=args.log_output,
+        )
+    except (KeyboardInterrupt, Exception):  # interrupted, or the runner itself failed: say what bills, tear nothing
+        report_billing(settings)
+        raise
     bad = [r for r in results if r.status == "failed"]
     print(f"total {time.time() - t0:.0f} s; " + ("FAILED at " + bad[0].name if bad else "all notebooks succeeded"))
     return 1 if bad else 0

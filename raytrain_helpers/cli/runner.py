@@ -300,6 +300,20 @@ def run_notebooks(
     return results
 
 
+def report_billing(settings: Settings) -> None:
+    """When a run stops otherwise than at a failed notebook (interrupted, the kernel died): what still bills, without
+    tearing anything down; nothing is printed when nothing bills."""
+    target = for_settings(settings)
+    try:
+        still = target.billing(settings)
+    except Exception as e:  # noqa: BLE001 - the listing must never hide why the run stopped
+        print(f"what still bills could not be read: {e}. Fix: `raytrain-tutorial status --target {target.NAME}`")
+        return
+    if not still.ok:
+        print()
+        still.show()
+
+
 def report_after_failure(settings: Settings) -> None:
     """After a failed notebook: what still bills, its cost per hour and the command that stops it - or, where the
     target's setting asks for it, the teardown and what is left (:meth:`Target.after_failure`)."""

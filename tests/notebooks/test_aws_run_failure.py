@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from raytrain_helpers import cli  # noqa: E402
+from raytrain_helpers.cli import run as cli_run  # noqa: E402
 from raytrain_helpers.targets import aws as aws_target  # noqa: E402
 from raytrain_helpers.targets.aws.eks import state as eks_state  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
@@ -61,7 +62,11 @@ def _run(tmp_path, capsys, *params: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def test_a_run_failing_at_05_shows_what_bills_and_the_opt_in_teardown_removes_it(cluster_up, capsys):
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_a_run_failing_at_05_shows_what_bills_and_the_opt_in_teardown_removes_it(cluster_up, capsys, monkeypatch):
     srv, tmp_path = cluster_up
     code, out = _run(tmp_path, capsys)
     assert code == 1 and "FAILED at 05_train" in out
@@ -82,6 +87,11 @@ def test_a_run_failing_at_05_shows_what_bills_and_the_opt_in_teardown_removes_it
     assert cli.main(["status", "--env-file", str(tmp_path / "env.yaml"), "--target", "aws"]) == 0
     assert f"about ${PER_HOUR}/h" in capsys.readouterr().out  # `status` shows it any time
     assert boto3.client("eks", region_name=R).list_clusters()["clusters"] == [NAME]  # nothing deleted unasked
+    # a run interrupted (Ctrl-C) says the same, and tears nothing down even with the setting
+    with monkeypatch.context() as m:
+        m.setattr(cli_run, "run_notebooks", _interrupted)
+        code, out = _run(tmp_path, capsys, "-p", "teardown_on_failure", "true")
+    assert code == 130 and f"about ${PER_HOUR}/h until you stop it" in out and "teardown after" not in out
 
     code, out = _run(tmp_path, capsys, "-p", "teardown_on_failure", "true")
     assert code == 1 and "teardown after the failure" in out
