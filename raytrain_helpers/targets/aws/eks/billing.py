@@ -97,11 +97,11 @@ def _reservation_rows(ctx: AwsContext, res: BillingResult, prices: dict[str, Any
 
 
 def _bucket_row(ctx: AwsContext, res: BillingResult, settings: Settings) -> None:
-    bucket = iam.storage_location(settings, ctx.ident.account).bucket
     try:
+        bucket = iam.storage_location(settings, ctx.ident.account).bucket
         state, _ = bucket_state(ctx.client("s3"), bucket, ctx.ident.account, settings)
-    except Exception as e:  # noqa: BLE001 - a bucket of another account or region is not this tutorial's bill
-        res.notes.append(f"bucket {bucket} not counted: {str(e)[:160]}")
+    except Exception as e:  # noqa: BLE001 - no bucket setting, or another account's or region's: not this bill
+        res.notes.append(f"checkpoint bucket not counted: {str(e)[:160]}")
         return
     if state != ABSENT:
         res.rows.append((f"S3 bucket {bucket} ({state})", "-", "per GB-month, not hourly"))
