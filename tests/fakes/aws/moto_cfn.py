@@ -2,8 +2,9 @@
 
 moto 5.2.1 creates every stack ``CREATE_COMPLETE`` (it skips resource types it does not model, such as
 ``AWS::EKS::Nodegroup``). Real CloudFormation, when a stack's ``AWS::EKS::Nodegroup`` cannot launch its
-instances, marks that resource ``CREATE_FAILED`` with EKS's reason, rolls the stack back, and leaves it in
-``ROLLBACK_COMPLETE`` until someone deletes it. The reason's text is EKS's, as eksctl prints it from the stack's
+instances, marks that resource ``CREATE_FAILED`` with EKS's reason, rolls the stack back (``ROLLBACK_IN_PROGRESS``,
+where eksctl stops waiting and exits 1) and leaves it in ``ROLLBACK_COMPLETE`` until someone deletes it. The
+reason's text is EKS's, as eksctl prints it from the stack's
 events (eksctl-io/eksctl issue #4732, 2022-02-02):
 
     Nodegroup mng-2 failed to stabilize: [{Code: AsgInstanceLaunchFailures,Message: Could not launch On-Demand
@@ -76,9 +77,41 @@ def _roll_back(stack, logical_id: str, reason: str) -> None:  # noqa: ANN001 - m
             f"The following resource(s) failed to create: [{logical_id}]. Rollback requested by user."
         ),
     )
-    event(logical_id, "AWS::EKS::Nodegroup", "DELETE_COMPLETE", None)
-    stack._add_stack_event("ROLLBACK_COMPLETE")
-    stack.status = "ROLLBACK_COMPLETE"
+    stack.status = "ROLLBACK_IN_PROGRESS"
+    with moto_ext.FAKE.lock:
+        ROLLING_BACK[stack.stack_id] = (stack, logical_id, ROLLBACK_READS)
+
+
+#: Stacks rolling back: stack id -> (stack, the failed resource, DescribeStacks calls left before ROLLBACK_COMPLETE).
+ROLLING_BACK: dict[str, tuple[Any, str, int]] = {}
+#: How many DescribeStacks calls (of any stack) a rollback takes: eksctl, which reads the stack once right after
+#: creating it, sees ROLLBACK_IN_PROGRESS and exits, as the real one does; the node group's deletion takes longer.
+ROLLBACK_READS = 3
+
+
+def _advance_rollbacks() -> None:
+    from moto.cloudformation.models import Event
+
+    with moto_ext.FAKE.lock:
+        for sid, (stack, logical_id, left) in list(ROLLING_BACK.items()):
+            if left > 1:
+                ROLLING_BACK[sid] = (stack, logical_id, left - 1)
+                continue
+            del ROLLING_BACK[sid]
+            done = Event(
+                stack.stack_id, stack.name, logical_id, "", "AWS::EKS::Nodegroup", "DELETE_COMPLETE", None, None
+            )
+            stack.events.append(done)
+            stack._add_stack_event("ROLLBACK_COMPLETE")
+            stack.status = "ROLLBACK_COMPLETE"
+
+
+def _wrap_describe_stacks(original):
+    def describe_stacks(self):  # noqa: ANN001, ANN202 - moto response method
+        _advance_rollbacks()
+        return original(self)
+
+    return describe_stacks
 
 
 def _wrap_create_stack(original):
@@ -115,4 +148,5 @@ def install() -> None:
     if getattr(CloudFormationResponse, "_raytrain_capacity_installed", False):
         return
     CloudFormationResponse.create_stack = _wrap_create_stack(CloudFormationResponse.create_stack)
+    CloudFormationResponse.describe_stacks = _wrap_describe_stacks(CloudFormationResponse.describe_stacks)
     CloudFormationResponse._raytrain_capacity_installed = True

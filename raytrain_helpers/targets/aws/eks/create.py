@@ -167,7 +167,7 @@ def _create_gpu_in(
     if r.returncode == 0 and st == "ACTIVE":
         res.gpu_az_tries.append((az, "created: node group ACTIVE"))
         return None
-    found = ng_stack.read(ctx.client("cloudformation"), a.cluster_name, a.gpu_nodegroup_name)
+    found = ng_stack.settled(ctx.client("cloudformation"), a.cluster_name, a.gpu_nodegroup_name)
     if found is not None and found.capacity is not None and found.capacity[1] == az:
         return found
     what = f"eksctl create nodegroup ({a.gpu_nodegroup_name}) exited {r.returncode}; it is {st}"

@@ -25,6 +25,8 @@ from .. import common
 
 #: Stack statuses of a create that failed: eksctl skips the node group while its stack is in one of them.
 FAILED_STACK = ("ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED")
+#: Stack statuses CloudFormation is still moving out of: eksctl stops waiting at ROLLBACK_IN_PROGRESS and exits.
+MOVING_STACK = ("CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS")
 #: The tag the tutorial puts on every node group it renders (manifests/eksctl-*.yaml.j2 ``tags``).
 TUTORIAL_TAG = "raytrain-tutorial"
 CLUSTER_TAG = "alpha.eksctl.io/cluster-name"
@@ -95,6 +97,24 @@ def _failure_reason(cfn, stack_id: str) -> str:
     capacity = [e for e in failed if CAPACITY_RE.search(e["ResourceStatusReason"])]
     first = (capacity or failed or [{}])[0]
     return str(first.get("ResourceStatusReason", "")) or ("" if sig.available else f"({sig.line()})")
+
+
+def settled(cfn, cluster: str, nodegroup: str) -> NodegroupStack | None:
+    """:func:`read`, once CloudFormation has finished moving the stack (eksctl exits while a failed create is still
+    ``ROLLBACK_IN_PROGRESS``; the rollback deletes the node group, which takes minutes)."""
+
+    def status() -> str:
+        found = read(cfn, cluster, nodegroup)
+        return found.status if found else "DELETE_COMPLETE"
+
+    common.wait_until(
+        status,
+        done=lambda st: st not in MOVING_STACK,
+        desc=f"stack {stack_name(cluster, nodegroup)}",
+        timeout=DELETE_TIMEOUT_S,
+        every=POLL_S,
+    )
+    return read(cfn, cluster, nodegroup)
 
 
 def not_ours(stack: NodegroupStack, settings: Settings) -> str | None:

@@ -129,6 +129,9 @@ def _foreign_failed_stack(subnet: str) -> None:
     cfn().create_stack(
         StackName=STACK, TemplateBody=json.dumps(template), Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
     )
+    for _ in range(5):  # the rollback takes a few reads
+        if cfn().describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] != "ROLLBACK_IN_PROGRESS":
+            break
 
 
 def test_eksctl_skips_a_rolled_back_stack_and_a_stack_not_the_tutorials_is_left_alone(srv, tmp_path):
