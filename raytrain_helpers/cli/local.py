@@ -1,4 +1,4 @@
-"""``raytrain-tutorial up | status``: the local Ray cluster."""
+"""``raytrain-tutorial up``: the local Ray cluster (``status``, for every target, is in :mod:`.run`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .args import add_settings_args, settings_from_args
 
 
 def register(sub) -> None:
-    for name, help_ in (("up", "start (or reuse) the local Ray cluster"), ("status", "show the local Ray cluster")):
+    for name, help_ in (("up", "start (or reuse) the local Ray cluster"),):
         p = sub.add_parser(name, help=help_)
         add_settings_args(p)
         p.set_defaults(func=lambda a, _n=name: run(a, _n))

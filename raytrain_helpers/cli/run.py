@@ -1,14 +1,17 @@
-"""``raytrain-tutorial run`` (the notebooks in order, through papermill) and ``down`` (tear everything down)."""
+"""``raytrain-tutorial run`` (the notebooks in order, through papermill), ``down`` (tear everything down) and
+``status`` (what still bills)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from ..core.loading import load
 from ..steps import teardown
+from ..targets import for_settings
 from .args import add_settings_args, cli_params, settings_from_args
-from .runner import canonical_params, list_notebooks, run_notebooks
+from .runner import canonical_params, list_notebooks, report_billing, run_notebooks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--yes", action="store_true", help="aws: confirm the deletion (never prompts)")
     d.set_defaults(func=_cli_down)
 
+    st = sub.add_parser(
+        "status",
+        help="the cluster (the local Ray cluster, or EKS), then what of the tutorial bills now (on aws read from the "
+        "account: cluster, node groups, NAT gateway, bucket), its cost per hour and the command that stops it",
+    )
+    add_settings_args(st)
+    st.set_defaults(func=_cli_status)
+
 
 def _cli_run(args: argparse.Namespace) -> int:
     params = cli_params(args)
@@ -45,17 +56,21 @@ def _cli_run(args: argparse.Namespace) -> int:
         _print_notebook_parameters()
         return 0
     t0 = time.time()
-    results = run_notebooks(
-        settings,
-        params=canonical_params(settings, params),
-        env_file=args.env_file,
-        files=args.files,
-        only=args.only,
-        start_from=args.start_from,
-        force=args.force,
-        kernel=args.kernel,
-        stream_output=args.log_output,
-    )
+    try:
+        results = run_notebooks(
+            settings,
+            params=canonical_params(settings, params),
+            env_file=args.env_file,
+            files=args.files,
+            only=args.only,
+            start_from=args.start_from,
+            force=args.force,
+            kernel=args.kernel,
+            stream_output=args.log_output,
+        )
+    except (KeyboardInterrupt, Exception):  # interrupted, or the runner itself failed: say what bills, tear nothing
+        report_billing(settings)
+        raise
     bad = [r for r in results if r.status == "failed"]
     print(f"total {time.time() - t0:.0f} s; " + ("FAILED at " + bad[0].name if bad else "all notebooks succeeded"))
     return 1 if bad else 0
@@ -74,3 +89,16 @@ def _cli_down(args: argparse.Namespace) -> int:
     result = teardown.run(s, assume_yes=bool(getattr(args, "yes", False)))
     result.show()
     return 0 if result.ok else 1
+
+
+def _cli_status(args: argparse.Namespace) -> int:
+    s = settings_from_args(args)
+    target = for_settings(s)
+    try:
+        target.cluster(s, "status").show()
+        print()
+        target.billing(s).show()
+    except RuntimeError as e:  # AwsError, LocalClusterError
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0  # it only reports

@@ -295,7 +295,34 @@ def run_notebooks(
         results.append(result)
         _save_state(rd, state)
     _summary(settings, results)
+    if failed:
+        report_after_failure(settings)
     return results
+
+
+def report_billing(settings: Settings) -> None:
+    """When a run stops otherwise than at a failed notebook (interrupted, the kernel died): what still bills, without
+    tearing anything down; nothing is printed when nothing bills."""
+    target = for_settings(settings)
+    try:
+        still = target.billing(settings)
+    except Exception as e:  # noqa: BLE001 - the listing must never hide why the run stopped
+        print(f"what still bills could not be read: {e}. Fix: `raytrain-tutorial status --target {target.NAME}`")
+        return
+    if not still.ok:
+        print()
+        still.show()
+
+
+def report_after_failure(settings: Settings) -> None:
+    """After a failed notebook: what still bills, its cost per hour and the command that stops it - or, where the
+    target's setting asks for it, the teardown and what is left (:meth:`Target.after_failure`)."""
+    target = for_settings(settings)
+    print()
+    try:
+        target.after_failure(settings).show()
+    except Exception as e:  # noqa: BLE001 - the listing must never hide the notebook's own failure
+        print(f"what still bills could not be read: {e}. Fix: `raytrain-tutorial status --target {target.NAME}`")
 
 
 def _summary(settings: Settings, results: list[NotebookResult]) -> None:

@@ -55,6 +55,15 @@ class AwsSettings(_Group):
     gpu_az: str = ""
     """Availability zone of the GPU nodes, inside `region` (e.g. `us-west-2a`); empty = the zone 01_capacity
     recommends."""
+    gpu_az_attempts: int = Field(3, ge=1, le=6)
+    """How many Availability Zones step 02 tries for the GPU node group when EC2 has no capacity for it
+    (`InsufficientInstanceCapacity`): the GPU AZ, then the next of 01's ranked AZs where the cluster has a private
+    subnet (the cluster is created with a private subnet in `max(2, gpu_az_attempts - 1)` AZs besides the GPU AZ).
+    1 = no fallback. A capacity reservation, a Capacity Block or a set `gpu_az` fixes the AZ: no fallback."""
+    teardown_on_failure: bool = False
+    """`true`: when `raytrain-tutorial run` stops at a failed notebook on aws, the teardown (notebook 08's, every
+    resource the tutorial created) runs at once, so nothing keeps billing unattended. `false` = the run prints what is
+    still billing, its cost per hour and the command that stops it, and leaves the resources for a retry."""
     capacity_reservation_id: str = ""
     """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
     capacity_reservation_type: Literal["", "default", "capacity-block"] = ""

@@ -74,11 +74,13 @@ def render_gpu_nodegroup_config(
 
 
 def cluster_azs(
-    gpu_az: str, offering: list[str], zones: dict[str, dict[str, Any]], unsupported: frozenset
+    gpu_az: str, offering: list[str], zones: dict[str, dict[str, Any]], unsupported: frozenset, others: int = 2
 ) -> list[str]:
-    """The cluster's AZs: the GPU AZ first, then other AZs offering the type; at least two (EKS needs two)."""
+    """The cluster's AZs: the GPU AZ first, then up to ``others`` other AZs offering the type, in ``offering``'s order
+    (step 02 passes 01's ranking first: the AZs it falls back to when EC2 has no GPU capacity need a private subnet);
+    at least two (EKS needs two)."""
     ok = [z for z in sorted(zones) if zones[z].get("id") not in unsupported and zones[z].get("state") == "available"]
-    azs = [gpu_az] + [z for z in offering if z != gpu_az and z in ok][:2]
+    azs = [gpu_az] + [z for z in offering if z != gpu_az and z in ok][:others]
     for z in ok:
         if len(azs) >= 2:
             break

@@ -21,6 +21,7 @@ def describe(
         minutes = walkthrough.chapter_minutes(settings, notebook)
     t = settings.train
     target = for_settings(settings)
+    report_billing_on_error(settings)
     line = f"target {target.NAME} | run {settings.run_name} | {target.where(settings)}"
     if brief:
         per_hour = cost.estimate(settings, settings.aws.region).total_per_hour
@@ -34,3 +35,31 @@ def describe(
         f" | workers {t.num_workers or 'all'}"
     )
     print(f"Ray {settings.versions.ray_version} | image {settings.versions.dlc_image}")
+
+
+def report_billing_on_error(settings: Settings) -> None:
+    """In a notebook: after any cell that raises, below its traceback, what of the tutorial still bills, its cost per
+    hour and the command that stops it (:meth:`Target.billing`; nothing is printed when nothing bills). Outside
+    IPython this does nothing; ``raytrain-tutorial run`` reports the same after a failed notebook."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def handler(shell, etype, value, tb, tb_offset=None):  # noqa: ANN001, ANN202 - IPython's CustomTB signature
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        try:
+            still = for_settings(settings).billing(settings)
+        except Exception as e:  # noqa: BLE001 - the listing must never hide the cell's own error
+            print(f"\n(what still bills could not be read: {e}. Run `raytrain-tutorial status --target "
+                  f"{for_settings(settings).NAME}` to see it)")  # fmt: skip
+            return None
+        if not still.ok:
+            print()
+            still.show()
+        return None
+
+    shell.set_custom_exc((Exception,), handler)

@@ -61,6 +61,8 @@ INTERFACE = (
     "cluster_missing",
     "memory_plan",
     "equivalent_commands",
+    "billing",
+    "after_failure",
 )
 
 
@@ -162,6 +164,15 @@ class Target(Protocol):
         """(purpose, command) pairs a person could type instead of ``step`` (one of :data:`COMMAND_STEPS`) on
         this target, with these settings' values; empty when there are none."""
 
+    def billing(self, settings: Settings) -> BillingResult:
+        """``raytrain-tutorial status``: what of this tutorial bills now, read from where it runs (on AWS the live
+        account: cluster, node groups and their instance counts, NAT gateways, bucket), its cost per hour and the one
+        command that stops it; ``ok`` when nothing bills."""
+
+    def after_failure(self, settings: Settings) -> BillingResult:
+        """After a step stopped with an error (``raytrain-tutorial run``, a notebook cell): :meth:`billing`, and the
+        teardown too where the target's setting asks for it (aws: ``aws.teardown_on_failure``), in ``teardown``."""
+
     def attendee_state(self, settings: Settings) -> dict[str, str]:
         """``handout status``: a workshop attendee's Ray cluster (``cluster``) and last job (``job``) as the cluster
         reports them; empty where only the attendee's folder knows (read from disk instead)."""
@@ -197,6 +208,46 @@ class StepResult(Protocol):
     def ok(self) -> bool: ...
 
     def show(self) -> None: ...
+
+
+@dataclass
+class BillingResult:
+    """What bills now (see :meth:`Target.billing`): one row per billable resource, the total per hour, the command
+    that stops it all; after a failure, the teardown's own result when it ran."""
+
+    #: Where it was read, e.g. "AWS account 123456789012, us-west-2".
+    where: str
+    #: (resource, how many / state, USD per hour or a note) per billable resource.
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The rows' sum in USD per hour (what has no hourly price is left out and said in ``notes``).
+    per_hour: float = 0.0
+    #: The one command that stops the billing.
+    stop_command: str = ""
+    notes: list[str] = field(default_factory=list)
+    #: What could not be read (then the listing may be incomplete).
+    unreadable: list[str] = field(default_factory=list)
+    #: The teardown's result when :meth:`Target.after_failure` ran it.
+    teardown: StepResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.rows and not self.unreadable
+
+    def show(self) -> None:
+        if self.teardown is not None:
+            print("teardown after the failure (the setting asks for it):")
+            self.teardown.show()
+        if self.ok:
+            print(f"still billing ({self.where}): nothing of this tutorial")
+            return
+        title = f"STILL BILLING ({self.where}): about ${self.per_hour:.2f}/h until you stop it"
+        table(self.rows, ["resource", "count / state", "USD per hour"], title=title, max_width=90)
+        for line in self.unreadable:
+            print(f"not read: {line}")
+        for line in self.notes:
+            print(f"note: {line}")
+        if self.stop_command:
+            print(f"stop it: {self.stop_command}")
 
 
 class JobDefaults:

@@ -18,6 +18,8 @@ from .parts import (
     NODEGROUP_ONLY_DOWN,
     STANDS_IN_FOR,
     WORKERS_USE_THIS_ENVIRONMENT,
+    after_failure,
+    billing,
     cluster_missing,
     equivalent_commands,
     kuberay_action,
@@ -60,4 +62,6 @@ __all__ = [
     "cluster_missing",
     "memory_plan",
     "equivalent_commands",
+    "billing",
+    "after_failure",
 ]

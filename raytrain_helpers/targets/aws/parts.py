@@ -1,6 +1,6 @@
 """The aws target's answers to the Target interface's per-target questions that need no module of their own: the
-CLI's actions on the device plugins (03) and on KubeRay (04), the worker node count, the memory plan and the steps'
-equivalent commands (:mod:`.commands`)."""
+CLI's actions on the device plugins (03) and on KubeRay (04), the worker node count, the memory plan, the steps'
+equivalent commands (:mod:`.commands`), and what still bills (:mod:`.eks.billing`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 from ...core.config import Settings
 from ...plan.memory import MemoryPlan, aws_plan
-from ..base import OPERATOR_ACTION, PART_ACTIONS, StepResult, check_action
+from ..base import OPERATOR_ACTION, PART_ACTIONS, BillingResult, StepResult, check_action
 from . import commands
+from .eks import billing as eks_billing
 from .kuberay import raycluster as kuberay
 from .plugins import install as plugins
 from .workshop import attendee as shared
@@ -86,3 +87,14 @@ __all__ = [
     "plugins_action",
     "worker_node_count",
 ]
+
+
+def billing(settings: Settings) -> BillingResult:
+    """What of the tutorial bills now in the account (:func:`.eks.billing.billing`)."""
+    return eks_billing.billing(settings)
+
+
+def after_failure(settings: Settings) -> BillingResult:
+    """After a failed step: what bills; with ``aws.teardown_on_failure``, notebook 08's teardown first (an attendee's
+    own objects only, on a shared cluster)."""
+    return eks_billing.after_failure(settings, shared.teardown)

@@ -13,7 +13,7 @@ from typing import Any
 from ...core.constants import LOOPBACK, STEP_ACTIONS
 from ...core.settings import Settings
 from ...plan.memory import MemoryPlan
-from ..base import OPERATOR_ACTION, PART_ACTIONS, JobDefaults, StepResult, check_action
+from ..base import OPERATOR_ACTION, PART_ACTIONS, BillingResult, JobDefaults, StepResult, check_action
 from . import commands, raylets, standin
 from .logs import collect_local_logs
 from .preflight import preflight
@@ -172,6 +172,16 @@ def teardown(settings: Settings, *, assume_yes: bool = False, nodegroup_only: bo
     return stop_cluster(settings)
 
 
+def billing(settings: Settings) -> BillingResult:
+    """Nothing bills on this machine: an empty listing (the local Ray cluster stops with ``raytrain-tutorial down``)."""
+    return BillingResult(where="this machine", stop_command="raytrain-tutorial down")
+
+
+def after_failure(settings: Settings) -> BillingResult:
+    """Nothing bills, so nothing is torn down after a failure: the local cluster stays for the retry."""
+    return billing(settings)
+
+
 def worker_node_count(settings: Settings) -> int:
     """The worker raylets standing in for the GPU nodes."""
     return settings.local.worker_nodes
@@ -261,4 +271,6 @@ __all__ = [
     "up",
     "down",
     "status",
+    "billing",
+    "after_failure",
 ]

@@ -7,6 +7,8 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
 * ``ec2:GetSpotPlacementScores`` and the capacity-reservation calls (Create/Describe/Cancel) are not
   implemented;
 * ``autoscaling:DescribeScalingActivities`` always answers an empty list;
+* CloudFormation never fails a stack: a node group EC2 has no capacity for rolls back as the real service does
+  (moto_cfn.py);
 * EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``) and EKS Pod Identity associations
   (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented;
 * S3's ``CompleteMultipartUpload`` answers with a ``<CompleteMultipartUploadResponse>`` root element where S3
@@ -599,6 +601,9 @@ def install() -> None:
         AutoScalingResponse.describe_scaling_activities
     )
     _install_eks()
+    from . import moto_cfn  # here: it imports this module
+
+    moto_cfn.install()
     S3Response._key_response_post = _wrap_s3_key_post(S3Response._key_response_post)
     FakeBucket.get_permission = _wrap_bucket_permission(FakeBucket.get_permission)
     eks_utils.Session = PartitionsOnce

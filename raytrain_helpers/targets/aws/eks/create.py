@@ -24,6 +24,7 @@ from ....plan.eksctl import (
     render_gpu_nodegroup_config,
 )
 from .. import common
+from . import nodegroup_stack as ng_stack
 from .state import AwsClusterResult, AwsContext, failure_causes, wait_cluster, wait_nodegroup, wait_nodegroup_gone
 
 
@@ -101,35 +102,112 @@ def _wait_gpu_nodegroup_gone(ctx: AwsContext, res: AwsClusterResult, inputs: UpI
 
 
 def _create_gpu_nodegroup(ctx: AwsContext, res: AwsClusterResult, inputs: UpInputs) -> bool:
+    """The GPU node group in the GPU AZ; when EC2 has no capacity there, in the next AZs (see
+    :func:`.nodegroup_stack.candidate_azs`), each AZ tried a row of ``res.gpu_az_tries``."""
     a = ctx.settings.aws
     c = ctx.cluster()
     private = common.private_subnets_by_az(ctx.ec2, (c.get("resourcesVpcConfig") or {}).get("subnetIds") or [])
-    subnets = private.get(inputs.gpu_az or "", [])
-    if not subnets:
+    if not private.get(inputs.gpu_az or ""):
         res.problems.append(
             f"the cluster has no private subnet in {inputs.gpu_az} (AZs with one: "
             f"{', '.join(private) or 'none'}). Fix: `cluster down` then `up`, or set gpu_az"
         )
         return False
+    offering = common.offering_azs(ctx.ec2, a.gpu_node_type)
+    fixed = ng_stack.fixed_reason(ctx.settings, res.reservation_type)
+    azs, why_only = ng_stack.candidate_azs(ctx.settings, inputs.gpu_az or "", private, offering, fixed=fixed)
+    cfn = ctx.client("cloudformation")
+    short: list[str] = []
+    for az in azs:
+        if not _clear_failed_stack(ctx, res, cfn, az):
+            return False
+        outcome = _create_gpu_in(ctx, res, inputs, az, private[az])
+        if outcome is None:
+            if short:
+                res.notes.append(f"the GPU nodes run in {az}: no capacity in {', '.join(short)}")
+                res.gpu_az, res.gpu_az_source = az, f"fallback after no capacity in {', '.join(short)}"
+                ng_stack.record_fallback(ctx.settings, az, common.zones(ctx.ec2), short)
+            return True
+        if outcome.capacity is None:
+            res.gpu_az_tries.append((az, f"failed: {outcome.short_reason()}"))
+            fail(ctx, res, f"GPU node group in {az}: {outcome.short_reason()}", None, nodegroup=a.gpu_nodegroup_name)
+            return False
+        short.append(az)
+        gone = _delete_own(ctx, res, cfn, outcome)
+        res.gpu_az_tries.append((az, f"{outcome.short_reason()}; {gone}"))
+    res.problems.append(
+        f"no {a.gpu_node_type} capacity for {a.gpu_node_count} nodes in {', '.join(short)} (EC2's "
+        f"InsufficientInstanceCapacity); {why_only or f'{len(azs)} AZ(s) tried of aws.gpu_az_attempts'}. Fix: try "
+        f"again later (`cluster up` resumes), re-run step 01 to rank the AZs again, raise aws.gpu_az_attempts, "
+        f"or reserve capacity (aws.capacity_reservation_id); `cluster down --yes` stops what bills meanwhile"
+    )
+    return False
+
+
+def _create_gpu_in(
+    ctx: AwsContext, res: AwsClusterResult, inputs: UpInputs, az: str, subnets: list[str]
+) -> ng_stack.NodegroupStack | None:
+    """``eksctl create nodegroup`` in ``az``: None when the node group is ACTIVE, else its failed stack (a
+    stack without a failure reason when eksctl failed otherwise)."""
+    a = ctx.settings.aws
     res.gpu_subnets = subnets
     text = render_gpu_nodegroup_config(
-        ctx.settings, gpu_az=inputs.gpu_az, subnet_ids=subnets, reservation_type=res.reservation_type
+        ctx.settings, gpu_az=az, subnet_ids=subnets, reservation_type=res.reservation_type
     )
     res.configs[GPU_CFG] = text
     _write(inputs.gpu_file, text, res, GPU_CFG)
     r = ctx.eksctl(
         ["create", "nodegroup", "-f", str(inputs.gpu_file), "--install-nvidia-plugin=false"],
         "create-gpu-nodegroup",
-        f"GPU node group {a.gpu_nodegroup_name}",
+        f"GPU node group {a.gpu_nodegroup_name} in {az}",
         poll=lambda: ctx.nodegroup_status(a.gpu_nodegroup_name),
     )
     res.logs.append(str(r.log_path))
     st = wait_nodegroup(ctx, a.gpu_nodegroup_name)
-    if r.returncode != 0 or st != "ACTIVE":
-        what = f"eksctl create nodegroup ({a.gpu_nodegroup_name}) exited {r.returncode}; it is {st}"
-        fail(ctx, res, what, r, nodegroup=a.gpu_nodegroup_name)
+    if r.returncode == 0 and st == "ACTIVE":
+        res.gpu_az_tries.append((az, "created: node group ACTIVE"))
+        return None
+    found = ng_stack.settled(ctx.client("cloudformation"), a.cluster_name, a.gpu_nodegroup_name)
+    if found is not None and found.capacity is not None and found.capacity[1] == az:
+        return found
+    what = f"eksctl create nodegroup ({a.gpu_nodegroup_name}) exited {r.returncode}; it is {st}"
+    if r.returncode == 0 and found is not None:  # eksctl skips a node group whose stack exists, and exits 0
+        what += f" (eksctl created nothing: stack {found.name} is {found.status})"
+    stack = found or ng_stack.NodegroupStack(ng_stack.stack_name(a.cluster_name, a.gpu_nodegroup_name), "", st)
+    stack.reason = stack.reason or what
+    if r.tail:
+        res.causes += [f"eksctl: {line}" for line in r.tail[-8:] if line.strip()]
+    return stack
+
+
+def _clear_failed_stack(ctx: AwsContext, res: AwsClusterResult, cfn, az: str) -> bool:
+    """Before creating: a failed stack of the GPU node group (which eksctl would take for an existing node group and
+    skip) is deleted when the tutorial made it; False (with the problem) when it is another's."""
+    a = ctx.settings.aws
+    found = ng_stack.read(cfn, a.cluster_name, a.gpu_nodegroup_name)
+    if found is None or not found.failed:
+        return True
+    why = ng_stack.not_ours(found, ctx.settings)
+    if why:
+        res.gpu_az_tries.append((az, f"not tried: stack {found.name} is {found.status} and not the tutorial's"))
+        res.problems.append(
+            f"CloudFormation stack {found.name} is {found.status} and {why}; eksctl would skip the node group while it "
+            f"exists, and the tutorial never deletes what it did not create. Fix: delete it yourself if it is yours "
+            f"(`aws cloudformation delete-stack --stack-name {found.name} --region {ctx.region}`), or set another "
+            f"aws.gpu_nodegroup_name"
+        )
         return False
+    gone = _delete_own(ctx, res, cfn, found)
+    res.actions.append(f"{found.name} was {found.status} from an earlier try ({found.short_reason()}): {gone}")
     return True
+
+
+def _delete_own(ctx: AwsContext, res: AwsClusterResult, cfn, found: ng_stack.NodegroupStack) -> str:
+    """Delete the tutorial's failed stack so the next ``eksctl create nodegroup`` is not skipped; what happened."""
+    if ng_stack.not_ours(found, ctx.settings):
+        return f"stack {found.name} left alone (not the tutorial's)"
+    end = ng_stack.delete(cfn, found)
+    return f"stack {found.status} deleted" if end == "DELETE_COMPLETE" else f"stack deletion ended {end}"
 
 
 def _wait_gpu_nodegroup(ctx: AwsContext, res: AwsClusterResult, inputs: UpInputs) -> bool:

@@ -36,6 +36,8 @@ class AwsClusterResult:
     gpu_az: str | None = None
     gpu_az_source: str | None = None
     gpu_subnets: list[str] = field(default_factory=list)
+    #: up: each AZ the GPU node group was tried in, in order, and what happened there
+    gpu_az_tries: list[tuple[str, str]] = field(default_factory=list)
     reservation_type: str = ""  # EC2's ReservationType of aws.capacity_reservation_id ("" without one)
     configs: dict[str, str] = field(default_factory=dict)  # name -> rendered eksctl config
     config_files: dict[str, str] = field(default_factory=dict)
@@ -91,6 +93,8 @@ class AwsClusterResult:
                 f"GPU AZ: {self.gpu_az} ({self.gpu_az_source})"
                 + (f", subnets {', '.join(self.gpu_subnets)}" if self.gpu_subnets else "")
             )
+        if self.gpu_az_tries:
+            table(self.gpu_az_tries, ["GPU AZ tried", "what happened"], title="GPU node group, AZ by AZ", max_width=100)
         for name, text in self.configs.items():
             where = f" ({self.config_files[name]})" if name in self.config_files else ""
             print(f"--- {name}{where} ---")

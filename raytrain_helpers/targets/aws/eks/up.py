@@ -94,7 +94,15 @@ def _plan_or_up(ctx: AwsContext, res: AwsClusterResult, *, execute: bool, assume
     res.cluster_status = c["status"] if c else NOT_FOUND
     offering, zones = gpu_placement(ctx, res, execute=execute)
     observed = observe(ctx, res, c, offering)
-    azs = cluster_azs(res.gpu_az or offering[0], offering, zones, common.EKS_UNSUPPORTED_AZ_IDS)
+    ranked = [z for z in (common.load_placement(s) or {}).get("ranked_azs") or [] if z in offering]
+    others = max(2, s.aws.gpu_az_attempts - 1)
+    azs = cluster_azs(
+        res.gpu_az or offering[0],
+        ranked + [z for z in offering if z not in ranked],
+        zones,
+        common.EKS_UNSUPPORTED_AZ_IDS,
+        others,
+    )
     inputs = UpInputs(
         cluster_text=render_cluster_config(s, azs=azs, gpu_az=res.gpu_az),
         cluster_file=ctx.run_dir / "eksctl" / "cluster.yaml",

@@ -223,6 +223,8 @@ def _recommend(
         account=report.account,
         source=source,
         probe_confirmed=choice.probe == "confirmed",
+        # the viable AZs of the region, best first: where 02 falls back when EC2 has no capacity in ``az``
+        ranked_azs=[r.az for r in report.rows if r.region == choice.region and r.viable],
         spot_score=choice.spot_score,
         decided_at=common.utcnow().isoformat(timespec="seconds"),
     )

@@ -64,6 +64,7 @@ def test_ranks_azs_saves_placement_plans_memory_and_cost(mocked_aws, tmp_path, c
     saved = common.load_placement(s)
     assert saved["region"] == R and saved["az"] == "us-west-2b" and saved["az_id"] == top.az_id
     assert saved["account"] == "123456789012" and saved["source"] == "ranked"
+    assert saved["ranked_azs"][:3] == ["us-west-2b", "us-west-2a", "us-west-2c"]  # where 02 falls back, in order
     # memory plan on the real GPU memory; world = 2 nodes x 4 GPUs
     assert rep.plan.world_size == 8 and rep.plan.device_mem_gib == pytest.approx(rep.facts.gpu_mem_gib)
     # cost of the whole stack from the dated table
