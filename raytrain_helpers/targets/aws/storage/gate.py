@@ -69,6 +69,13 @@ def check_pod(settings: Settings) -> dict[str, Any]:
                     "name": "check",
                     "image": settings.versions.dlc_image,
                     "command": ["sleep", "3600"],  # an upper bound: the pod is deleted as soon as the check ends
+                    # as the Ray pods: the region from the settings, never from the instance metadata service
+                    # (denied to pods), so the SDK neither asks it nor waits for it
+                    "env": [
+                        {"name": "AWS_REGION", "value": settings.aws.region},
+                        {"name": "AWS_DEFAULT_REGION", "value": settings.aws.region},
+                        {"name": "AWS_EC2_METADATA_DISABLED", "value": "true"},
+                    ],
                 }
             ],
         },

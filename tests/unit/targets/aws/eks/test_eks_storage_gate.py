@@ -242,3 +242,18 @@ def test_a_new_gpu_nodegroup_replaces_eksctls_efa_plugin_again_where_the_tutoria
         assert any(a.startswith("replaced eksctl's EFA device plugin") for a in res.actions), res.actions
     finally:
         st.stop()
+
+
+def test_the_check_pod_takes_its_region_from_the_settings_as_the_ray_pods_do(tmp_path):
+    """Pods are denied the instance metadata service (disablePodIMDS): the check pod, like every Ray container,
+    names its region and turns the SDK's metadata lookup off, so the check never waits out a metadata timeout."""
+    from raytrain_helpers.plan.raycluster import render_raycluster
+    from tests.fakes.aws.fixtures import make_settings
+
+    s = make_settings(tmp_path)
+    names = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED")
+    (check,) = storage_gate.check_pod(s)["spec"]["containers"]
+    head = render_raycluster(s)["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in check.get("env", [])}
+    assert {n: env.get(n) for n in names} == {n: e.get("value") for e in head["env"] for n in [e["name"]] if n in names}
+    assert env["AWS_REGION"] == s.aws.region and env["AWS_EC2_METADATA_DISABLED"] == "true"
