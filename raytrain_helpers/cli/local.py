@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import sys
 
-from ..targets import local
+from ..core.loading import with_overrides
+from ..targets import for_settings
 from .args import add_settings_args, settings_from_args
 
 
 def register(sub) -> None:
-    for name, help_ in (("up", "start (or reuse) the local Ray cluster"),):
-        p = sub.add_parser(name, help=help_)
-        add_settings_args(p)
-        p.set_defaults(func=lambda a, _n=name: run(a, _n))
+    p = sub.add_parser("up", help="start (or reuse) the local Ray cluster")
+    add_settings_args(p)
+    p.set_defaults(func=run)
 
 
-def run(args, action: str) -> int:
-    s = settings_from_args(args)
+def run(args) -> int:
+    """Step 02's ``up`` on the local target, whatever ``target`` the settings name (this command is the local
+    cluster's), through the Target interface like every other step."""
+    s = with_overrides(settings_from_args(args), target="local")
     try:
-        info = local.up(s) if action == "up" else local.status(s)
-    except local.LocalClusterError as e:
+        info = for_settings(s).cluster(s, "up")
+    except RuntimeError as e:  # LocalClusterError: a port taken, a raylet that did not start
         print(f"error: {e}", file=sys.stderr)
         return 1
     info.show()
-    return 0 if (info.running or action == "status") else 1
+    return 0 if info.running else 1

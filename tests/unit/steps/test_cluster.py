@@ -52,3 +52,20 @@ def test_cli_cluster_on_local_goes_to_the_local_target(tmp_path, monkeypatch):
     assert cli.main(["cluster", "down", "--env-file", env, "--target", "local", "--nodegroup-only"]) == 0
     assert cli.main(["cluster", "up", "--env-file", env, "--target", "local"]) == 0
     assert calls == [("cluster", "down"), ("cluster", "up")]
+
+
+def test_cli_up_starts_the_local_cluster_whatever_target_the_settings_name(tmp_path, monkeypatch):
+    """``raytrain-tutorial up`` is the local cluster's command: it reaches the local target through the Target
+    interface (``cluster(s, "up")``) even where env.yaml says aws, and never creates anything on AWS."""
+    from raytrain_helpers import cli
+
+    seen = []
+
+    def cluster(s, action="up", *, assume_yes=False):
+        seen.append((s.target, action))
+        return types.SimpleNamespace(running=True, show=lambda: None)
+
+    monkeypatch.setattr(local, "cluster", cluster)
+    make_settings(tmp_path, target="aws")
+    assert cli.main(["up", "--env-file", str(tmp_path / "env.yaml"), "--target", "aws"]) == 0
+    assert seen == [("local", "up")]
