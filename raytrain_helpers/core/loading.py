@@ -26,7 +26,7 @@ ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
 
 
 #: RAYTRAIN_* variables that are not settings (paths and test switches).
-RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_KUBERAY_CRDS"}
+RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR"}
 
 
 def find_env_file(start: str | os.PathLike | None = None) -> Path | None:

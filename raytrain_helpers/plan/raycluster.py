@@ -59,10 +59,12 @@ from .raycluster_checks import (
 )
 from .render import render_objects
 
+#: The KubeRay operator: ray-project/kuberay's Helm chart (helm-chart/kuberay-operator, published to this repository),
+#: version = KUBERAY_VERSION; the chart brings the operator's RBAC and its CRDs (crds/, created on install).
 OPERATOR_NAMESPACE = "kuberay-system"
 OPERATOR_RELEASE = "kuberay-operator"
+OPERATOR_CHART = "kuberay-operator"
 KUBERAY_HELM_REPO = "https://ray-project.github.io/kuberay-helm/"
-OPERATOR_IMAGE = "quay.io/kuberay/operator:v{version}"
 
 
 # ============================================================================================
@@ -124,12 +126,9 @@ def render_rayjob(settings: Settings, **options: Any) -> dict[str, Any]:
     return obj
 
 
-def operator_values(settings: Settings) -> dict[str, Any]:
-    return dict(namespace=OPERATOR_NAMESPACE, image=OPERATOR_IMAGE.format(version=settings.versions.kuberay_version))
-
-
-def render_operator(settings: Settings) -> list[dict[str, Any]]:
-    return render_objects("kuberay-operator.yaml.j2", settings, op=operator_values(settings))
+def operator_helm_values(settings: Settings) -> dict[str, Any]:
+    """The kuberay-operator chart's values: the operator runs on the system node (role=system)."""
+    return {"nodeSelector": {"role": "system"}}
 
 
 def render_namespace(settings: Settings) -> dict[str, Any]:
@@ -173,7 +172,7 @@ __all__ = [
     "KUBERAY_HELM_REPO",
     "MEMORY_VISIBLE",
     "NCCL_SOCKET_IFNAME",
-    "OPERATOR_IMAGE",
+    "OPERATOR_CHART",
     "OPERATOR_NAMESPACE",
     "OPERATOR_RELEASE",
     "OPERATOR_REQUESTS",
@@ -201,12 +200,11 @@ __all__ = [
     "head_size",
     "hf_cache_gib",
     "max_pods",
-    "operator_values",
+    "operator_helm_values",
     "parse_ray_resources",
     "raycluster_values",
     "rayjob_values",
     "render_namespace",
-    "render_operator",
     "render_raycluster",
     "render_rayjob",
     "resources_param",

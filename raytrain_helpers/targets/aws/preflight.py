@@ -4,20 +4,23 @@
 billable steps (02's ``cluster up``, 01's reservation probe) run it first and refuse to start when a required row
 failed (:func:`require`). Each row says the version found, the version needed, and the fix:
 
-* **AWS CLI** v2 >= 2.12.3 (v1 >= 1.27.160): the kubeconfig ``eksctl utils write-kubeconfig`` writes calls
-  ``aws eks get-token`` for every Kubernetes request (the tutorial's Python client runs it too). Minimums: the
-  EKS user guide's ``auto-cli-v2-version`` / ``auto-cli-v1-version`` (awsdocs/amazon-eks-user-guide
-  ``latest/ug/attributes.txt`` @ 0e0c7e00). Not needed when ``aws-iam-authenticator`` is on PATH: eksctl
-  looks that up *first* and writes a kubeconfig calling it instead (eksctl-io/eksctl
-  ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator, aws] and
-  ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
+* **AWS CLI** v2 >= 2.12.3: the kubeconfig ``eksctl utils write-kubeconfig`` writes calls ``aws eks get-token``
+  for every Kubernetes request (the tutorial's Python client runs it too). Minimum: the EKS user guide's
+  ``auto-cli-v2-version`` (awsdocs/amazon-eks-user-guide ``latest/ug/attributes.txt`` @ 0e0c7e00). AWS CLI v1 is
+  refused with the v2 install as its fix: it entered maintenance mode on 2026-07-15 (AWS Developer Tools Blog, "AWS
+  CLI v1 maintenance mode: announcing changes to dependency updates") and is what ``pip install awscli`` gives, so
+  a v1 first on PATH is usually a Python environment's; v2 is not on PyPI (its installer:
+  https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html). Not needed when
+  ``aws-iam-authenticator`` is on PATH: eksctl looks that up *first* and writes a kubeconfig calling it instead
+  (eksctl-io/eksctl ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator,
+  aws] and ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
   reads it: ``aws --version`` and the regex ``aws-cli/([\\d.]*)`` (same file, ``getAWSCLIVersion``).
 * **eksctl** >= :data:`~raytrain_helpers.core.constants.EKSCTL_MIN_VERSION` (Capacity Blocks); ``eksctl version``
   prints ``GetVersion()``: ``0.230.0``, or ``0.231.0-dev+<commit>.<date>`` for a snapshot (``pkg/ctl/misc/
   version.go``, ``pkg/version/version.go``).
-* **helm** 3 or later, optional: without it the device plugins and the operator are applied from the rendered
-  manifests. ``helm version --short`` prints ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go``
-  ``formatVersion``).
+* **helm** 3 or later, required: it is the one way steps 03 and 04 install the device plugins and the KubeRay
+  operator (the publishers' charts at the pinned versions, docs/pins.md). ``helm version --short`` prints
+  ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go`` ``formatVersion``).
 * **kubectl** within one minor version of the cluster (``aws.k8s_version``; EKS user guide ``install-kubectl``:
   "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
@@ -45,7 +48,6 @@ from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limi
 from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
-AWS_CLI_V1_MIN = "1.27.160"
 HELM_MIN_MAJOR = 3
 #: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
 AUTHENTICATOR_MIN = "0.5.3"
@@ -57,12 +59,20 @@ AWS_CLI_FIX = (
     "(Linux x86_64: curl -sSLo awscliv2.zip https://awscli.amazonaws.com/awscli-exe-linux-x86_64.zip && "
     "unzip -q awscliv2.zip && sudo ./aws/install --update)"
 )
+#: AWS CLI v1 first on PATH: v2 is not on PyPI, so ``pip install awscli`` always gives v1.
+AWS_CLI_V1_FIX = (
+    "AWS CLI v1 is in maintenance mode and the tutorial's commands are written for v2; {path} is v1 (what `pip "
+    "install awscli` installs: `pip uninstall awscli` there). Then " + AWS_CLI_FIX
+)
 EKSCTL_FIX = (
     "install eksctl >= {min}: https://eksctl.io/installation/ (Linux x86_64: curl -sSLO https://github.com/"
     "eksctl-io/eksctl/releases/latest/download/eksctl_Linux_amd64.tar.gz && tar -xzf eksctl_Linux_amd64.tar.gz -C "
     "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: brew upgrade eksctl)"
 )
-HELM_FIX = "install helm 3+: https://helm.sh/docs/intro/install/ (without it the rendered manifests are applied)"
+HELM_FIX = (
+    "install helm 3+: https://helm.sh/docs/intro/install/ (its installer script, a release binary, or a package "
+    "manager: brew install helm); steps 03 and 04 install the device plugins and the KubeRay operator with it"
+)
 KUBECTL_FIX = (
     "install kubectl {minor}: https://kubernetes.io/docs/tasks/tools/ (or the EKS build: "
     "https://docs.aws.amazon.com/eks/latest/userguide/install-kubectl.html)"
@@ -163,15 +173,16 @@ def authenticator_row() -> tuple[Requirement | None, bool]:
 
 def aws_cli_row(*, token_command: bool = True) -> Requirement:
     """The AWS CLI: required when the kubeconfig calls ``aws eks get-token`` (no aws-iam-authenticator)."""
-    needed = f">= {AWS_CLI_V2_MIN} (v1: {AWS_CLI_V1_MIN})"
+    needed = f"v2 >= {AWS_CLI_V2_MIN}"
     what = "AWS CLI (aws)"
     path, version, said = tool_version(["aws", "--version"], parse_aws_cli)
     if path is None:
         return Requirement(what, "not on PATH", needed, "MISSING", AWS_CLI_FIX, token_command)
     if version is None:
         return _unreadable(what, path, said, needed, AWS_CLI_FIX, token_command)
-    minimum = AWS_CLI_V1_MIN if version.startswith("1.") else AWS_CLI_V2_MIN
-    ok = version_tuple(version) >= version_tuple(minimum)
+    if version_tuple(version)[0] < 2:
+        return Requirement(what, version, needed, "TOO OLD", AWS_CLI_V1_FIX.format(path=path), token_command)
+    ok = version_tuple(version) >= version_tuple(AWS_CLI_V2_MIN)
     return Requirement(what, version, needed, "ok" if ok else "TOO OLD", "" if ok else AWS_CLI_FIX, token_command)
 
 
@@ -190,11 +201,11 @@ def helm_row() -> Requirement:
     needed = f">= {HELM_MIN_MAJOR}.0.0"
     path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
     if path is None:
-        return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX, required=False)
+        return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX)
     if version is None:
-        return _unreadable("helm", path, said, needed, HELM_FIX, required=False)
+        return _unreadable("helm", path, said, needed, HELM_FIX)
     ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
-    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX, required=False)
+    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX)
 
 
 def kubectl_row(k8s_version: str) -> Requirement:
@@ -304,7 +315,7 @@ def require(settings: Settings, before: str) -> PreflightResult:
 
 
 __all__ = [
-    "AWS_CLI_V1_MIN",
+    "AWS_CLI_V1_FIX",
     "AWS_CLI_V2_MIN",
     "PreflightError",
     "aws_cli_row",
