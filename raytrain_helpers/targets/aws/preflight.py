@@ -25,6 +25,13 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
 * **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
+* **Kubernetes version** (``aws.k8s_version``) as EKS offers it in ``aws.region``, with credentials: EKS's
+  ``DescribeClusterVersions`` (``clusterVersions``: ``versionStatus`` ``STANDARD_SUPPORT`` / ``EXTENDED_SUPPORT`` /
+  ``UNSUPPORTED``, ``endOfStandardSupportDate``, ``endOfExtendedSupportDate``; botocore's eks service model), the
+  same answer eksctl checks the version against (``pkg/eks/versions_manager.go``, :data:`~raytrain_helpers.core.
+  constants.EKSCTL_RELEASES`). A version EKS does not offer, or no longer supports, stops the billable steps;
+  extended support (the control plane at the extended price) is shown, with the version to move to, and does not.
+  The hand-kept calendar of :mod:`raytrain_helpers.core.eks_versions` only prices the offline cost estimate.
 * **vCPU quota** of the GPU node group's class (and the system node group's) in ``aws.region``: the applied
   quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
@@ -33,6 +40,7 @@ failed (:func:`require`). Each row says the version found, the version needed, a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -235,6 +243,64 @@ def credentials_row(settings: Settings) -> tuple[Requirement, Any]:
     return Requirement("AWS credentials", f"{ident.account} {ident.arn}", "an identity (sts)", "ok"), sess
 
 
+K8S_ROW = "Kubernetes version"
+#: A version within this many days of the end of standard support is shown with the version to move to.
+K8S_WARN_DAYS = 30
+
+
+def _k8s_versions(sess, region: str) -> aws_client.Signal:
+    eks = aws_client.client(sess, "eks", region)
+    return aws_client.optional_call(
+        eks,
+        "describe_cluster_versions",
+        instead="the offline calendar (plan)",
+        items="clusterVersions",
+        includeAll=True,
+    )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _day(t: Any) -> str:
+    return t.date().isoformat() if isinstance(t, dt.datetime) else "?"
+
+
+def _newest_standard(versions: list[dict[str, Any]]) -> str:
+    standard = [v["clusterVersion"] for v in versions if v.get("versionStatus") == "STANDARD_SUPPORT"]
+    return max(standard, key=_version_key, default="")
+
+
+def k8s_version_row(settings: Settings, sess, *, today: dt.date | None = None) -> Requirement:
+    """``aws.k8s_version`` against what EKS offers in the region now (``DescribeClusterVersions``)."""
+    version, region = settings.aws.k8s_version, settings.aws.region
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    what, needed = K8S_ROW, f"offered by EKS in {region}"
+    signal = _k8s_versions(sess, region)
+    if signal.failure is not None:
+        return Requirement(what, f"{version}: {signal.line()}", needed, "unknown", signal.failure.fix())
+    versions = signal.value or []
+    newest = _newest_standard(versions)
+    fix = f'set `k8s_version: "{newest}"` under aws: in env.yaml (or -p k8s_version {newest})' if newest else ""
+    mine = next((v for v in versions if v.get("clusterVersion") == version), None)
+    if mine is None:
+        offered = ", ".join(sorted((v["clusterVersion"] for v in versions), key=_version_key))
+        return Requirement(what, f"{version}: not offered", needed, "MISSING", f"one of {offered}: {fix}")
+    status = mine.get("versionStatus") or str(mine.get("status", "")).upper().replace("-", "_")
+    end_std, end_ext = (mine.get(k) for k in ("endOfStandardSupportDate", "endOfExtendedSupportDate"))
+    if status == "UNSUPPORTED":
+        return Requirement(what, f"{version}: unsupported since {_day(end_ext)}", needed, "TOO OLD", fix)
+    if status == "EXTENDED_SUPPORT":
+        found = f"{version}: extended support until {_day(end_ext)}"
+        why = "the EKS control plane is billed at the extended support price meanwhile; "
+        return Requirement(what, found, needed, "ok", why + fix)
+    found = f"{version}: standard support until {_day(end_std)}"
+    if isinstance(end_std, dt.datetime) and (end_std.date() - today).days <= K8S_WARN_DAYS and newest != version:
+        return Requirement(what, found, needed, "ok", f"extended support (a higher price) from {_day(end_std)}: {fix}")
+    return Requirement(what, found, needed, "ok")
+
+
 def _need_by_class(settings: Settings, facts: dict[str, InstanceFacts]) -> dict[str, list[str | int]]:
     """Quota class -> [vCPUs the node groups need, what needs them]."""
     a = settings.aws
@@ -287,6 +353,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
     cred, sess = credentials_row(settings)
     rows.append(cred)
+    if sess is not None:
+        rows.append(k8s_version_row(settings, sess))
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
     return PreflightResult(target="aws", rows=rows)
@@ -322,6 +390,7 @@ __all__ = [
     "credentials_row",
     "eksctl_row",
     "helm_row",
+    "k8s_version_row",
     "kubectl_row",
     "parse_authenticator",
     "parse_aws_cli",
