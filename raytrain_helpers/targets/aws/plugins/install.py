@@ -309,8 +309,23 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
 # --------------------------------------------------------------------------------------------
 
 
+def unreported_pods(client) -> list[str]:
+    """The tutorial's plugin pods the kubelet has not reported on yet (Pending, no container status): just created
+    by the install, neither Ready nor failed. The step waits for them before it judges which plugin serves a node."""
+    mine = [ds for dss in find_daemonsets(client).values() for ds in dss if owners.owner(ds) == owners.TUTORIAL]
+    selectors = [match_labels_selector(ds) for ds in mine]
+    out = []
+    for selector in filter(None, selectors):
+        for pod in kube.list_objects(client, "v1", "Pod", NAMESPACE, label_selector=selector):
+            status = pod.get("status") or {}
+            if status.get("phase") in (None, "Pending") and not status.get("containerStatuses"):
+                out.append(name_of(pod))
+    return out
+
+
 class _AllocatableProbe:
-    """One poll of :func:`devices`: the GPU nodes' allocatable, logged when it changes. It also ends the wait
+    """One poll of :func:`devices`: the GPU nodes' allocatable, logged when it changes; done once every GPU node
+    advertises its devices and the kubelet has reported on each of the tutorial's plugin pods. It also ends the wait
     when the same nodes are excluded by a DaemonSet on two polls in a row (labels or taints must change)."""
 
     def __init__(self, client, settings: Settings, log, t0: float):
@@ -329,7 +344,7 @@ class _AllocatableProbe:
         if line != self.last_line:
             self.log(f"  [{time.monotonic() - self.t0:5.0f}s] {line}")
             self.last_line = line
-        if done:
+        if done and not unreported_pods(self.client):
             return True, (nodes, rows)
         self.excluded[:] = [self.excluded[1], excluded_nodes(self.client, self.settings, nodes)]
         return self.hopeless, (nodes, rows)
@@ -504,4 +519,5 @@ __all__ = [
     "status",
     "teardown",
     "tutorial_daemonsets",
+    "unreported_pods",
 ]

@@ -116,8 +116,7 @@ def test_the_tutorials_plugin_not_ready_fails_03_even_when_another_plugin_advert
     s = settings()
     # someone else's EFA plugin (image v0.5.19) serves the nodes, so EFA is allocatable; the registry has no image
     # under the tutorial's tag (v0.5.20) here: its pods stay in ImagePullBackOff
-    # (delay_s=0: the kubelet's verdict is there at the first look, as the step checks right after the install)
-    opts = {**EKSCTL, "eksctl_efa_plugin": False, "image_pull_fail": "aws-efa-k8s-device-plugin:v0.5.20", "delay_s": 0}
+    opts = {**EKSCTL, "eksctl_efa_plugin": False, "image_pull_fail": "aws-efa-k8s-device-plugin:v0.5.20"}
     with standin("healthy", preload=[users_helm_efa_release()], **opts):
         r = plugins.devices(s, **SHORT)
     assert not r.ok
