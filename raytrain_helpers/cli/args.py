@@ -9,6 +9,7 @@ from typing import Any
 from ..core.loading import load, parse_param
 from ..core.paths import data_path
 from ..core.settings import Settings
+from ..core.validation import ConfigError
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:
@@ -63,10 +64,27 @@ def cli_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
+def with_flags(args: argparse.Namespace, params: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """``params`` plus a command's own flags for a setting (``target=args.target``; None = not given).
+
+    A flag and a ``-p`` of the same setting that disagree are an error naming both: neither silently wins.
+    """
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in params and params[name] != value:
+            given = next((k for k, v in reversed(args.params or []) if parse_param(k, v)[0] == name), name)
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(
+                f"{flag} {value} and -p {given} {params[name]} set {name} to two values. Fix: give {flag} or "
+                f"-p {given}, not both"
+            )
+        params[name] = value
+    return params
+
+
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
     """The settings the parsed arguments ask for (``extra`` values that are not None win)."""
-    params = cli_params(args)
-    if getattr(args, "target", None):
-        params["target"] = args.target
+    params = with_flags(args, cli_params(args), target=getattr(args, "target", None))
     params.update({k: v for k, v in extra.items() if v is not None})
     return load(args.env_file, files=args.files, **params)

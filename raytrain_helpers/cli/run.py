@@ -10,7 +10,7 @@ import time
 from ..core.loading import load
 from ..steps import teardown
 from ..targets import for_settings
-from .args import add_settings_args, cli_params, settings_from_args
+from .args import add_settings_args, cli_params, settings_from_args, with_flags
 from .runner import canonical_params, list_notebooks, report_billing, run_notebooks
 
 
@@ -46,11 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli_run(args: argparse.Namespace) -> int:
-    params = cli_params(args)
-    if args.run_name:
-        params["run_name"] = args.run_name
-    if args.target:
-        params["target"] = args.target
+    params = with_flags(args, cli_params(args), run_name=args.run_name or None, target=args.target)
     settings = load(args.env_file, files=args.files, **params)  # fail fast on bad values
     if args.list:
         _print_notebook_parameters()

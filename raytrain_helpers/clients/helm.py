@@ -1,5 +1,6 @@
-"""Helm, when it is on PATH: ``upgrade --install`` of a pinned chart version and ``uninstall``, always against the
-kubeconfig context and file the Kubernetes client of :mod:`.kubernetes` uses.
+"""Helm: ``upgrade --install`` of a pinned chart version and ``uninstall``, always against the kubeconfig context and
+file the Kubernetes client of :mod:`.kubernetes` uses. The aws path installs its device plugins and the KubeRay
+operator only this way, so helm must be on PATH there.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .kubernetes import K8sError, context_of, kubeconfig_of
 
 
 def executable() -> str | None:
-    """The ``helm`` on PATH, or None (the callers then apply rendered manifests instead)."""
+    """The ``helm`` on PATH, or None."""
     return shutil.which("helm")
 
 
@@ -36,7 +37,11 @@ def run_helm(args: list[str], *, timeout_s: float = 600) -> subprocess.Completed
     """Run ``helm ARGS``; a failure raises :class:`K8sError` with helm's own message."""
     exe = executable()
     if exe is None:
-        raise K8sError("helm is not on PATH")
+        raise K8sError(
+            "helm is not on PATH: the device plugins and the KubeRay operator are installed with it. Fix: install "
+            "helm 3+ (https://helm.sh/docs/intro/install/), then run the step again; `raytrain-tutorial check "
+            "--target aws` lists every prerequisite"
+        )
     proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         raise K8sError(

@@ -1,5 +1,10 @@
-"""Amazon EKS Kubernetes versions: the release calendar, the support tier of a version on a date, and the warning
-the plan shows when the chosen version costs extended support.
+"""Amazon EKS Kubernetes versions, offline: the release calendar, the support tier of a version on a date, and the
+warning the cost estimate shows when the chosen version costs extended support.
+
+Only the offline cost estimate (``plan``, ``raytrain-tutorial cost``: no credentials, no AWS call) reads this table.
+With credentials, the aws preflight asks EKS itself (``DescribeClusterVersions``: each version's status and end of
+support dates in the region, :func:`raytrain_helpers.targets.aws.preflight.k8s_version_row`) before anything is
+created, so a version newer than this table, or a date EKS moved, is judged by EKS's answer.
 
 Sources (checked 2026-12-04):
 

@@ -27,7 +27,7 @@ ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
 
 
 #: RAYTRAIN_* variables that are not settings (paths and test switches).
-RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR", "RAYTRAIN_KUBERAY_CRDS"}
+RESERVED_ENV = {ENV_FILE_VAR, "RAYTRAIN_RUNS_DIR", "RAYTRAIN_NOTEBOOKS_DIR"}
 
 
 def shared_with_others(folder: Path) -> bool:

@@ -1,4 +1,6 @@
-"""``s3://`` URIs checked when the settings are read: a bucket name S3 accepts, a plain prefix.
+"""``s3://`` URIs: the one parser of the package (:func:`parse_s3_uri`), used when the settings are read
+(:func:`check_storage_uri`) and wherever a bucket and a prefix are taken from a URI: a bucket name S3 accepts, a
+plain prefix.
 
 The general purpose bucket naming rules (Amazon S3 User Guide, "General purpose bucket naming rules",
 docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html, checked 2026-12-04): 3-63 characters of
@@ -33,12 +35,11 @@ def bucket_name_problem(name: str) -> str:
     return ""
 
 
-def check_storage_uri(value: str) -> str:
-    """``value`` when it is not an ``s3://`` URI or a valid ``s3://BUCKET[/PREFIX]``; ValueError with the fix
-    otherwise (no bucket, a bucket name S3 refuses, wildcards or '//' in the prefix)."""
-    v = (value or "").strip()
-    if not v.lower().startswith("s3:"):
-        return v
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://BUCKET[/PREFIX]`` -> (``BUCKET``, ``PREFIX`` without its slashes); ValueError with the fix when it is
+    not an S3 URI, names no bucket, a bucket name S3 refuses (:func:`bucket_name_problem`), a placeholder, or a
+    prefix with wildcards or '//'. The message reads after the setting's name (``train.storage_path ...``)."""
+    v = (uri or "").strip()
     m = re.match(r"^s3://([^/]*)(/.*)?$", v)
     if not m or not m.group(1):
         raise ValueError(
@@ -60,6 +61,15 @@ def check_storage_uri(value: str) -> str:
         )
     if any(c in prefix for c in "*?[]") or "//" in prefix:
         raise ValueError("the prefix may not hold wildcards or '//'. Fix: a plain path such as s3://BUCKET/raytrain")
+    return bucket, prefix
+
+
+def check_storage_uri(value: str) -> str:
+    """``value`` when it is not an ``s3:`` URI or a valid ``s3://BUCKET[/PREFIX]`` (:func:`parse_s3_uri`);
+    ValueError with the fix otherwise."""
+    v = (value or "").strip()
+    if v.lower().startswith("s3:"):
+        parse_s3_uri(v)
     return v
 
 
@@ -69,4 +79,4 @@ def _suggest(bucket: str) -> str:
     return name if len(name) >= 3 and not bucket_name_problem(name) else "my-checkpoints"
 
 
-__all__ = ["NAME_RE", "bucket_name_problem", "check_storage_uri"]
+__all__ = ["NAME_RE", "bucket_name_problem", "check_storage_uri", "parse_s3_uri"]

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .presets import INSTANCE_TYPES, PRESETS
-from .s3_uri import check_storage_uri
-from .validation import BUCKET_RE, REGION_RE, RESERVATION_RE, RUN_NAME_RE, dns_label, known_regions
+from .s3_uri import bucket_name_problem, check_storage_uri
+from .validation import REGION_RE, RESERVATION_RE, RUN_NAME_RE, dns_label, known_regions
 
 
 class _Group(BaseModel):
@@ -133,10 +133,11 @@ class AwsSettings(_Group):
     @field_validator("storage_bucket")
     @classmethod
     def _bucket(cls, v: str) -> str:
-        if v and (not BUCKET_RE.match(v) or ".." in v or re.match(r"^\d+\.\d+\.\d+\.\d+$", v)):
+        why = bucket_name_problem(v) if v else ""
+        if why:
             raise ValueError(
-                "must be empty (derived) or an S3 bucket name: 3-63 lower-case letters, digits, '-' and '.', "
-                "starting and ending with a letter or digit. Fix: e.g. 'raytrain-checkpoints-123456789012'"
+                f"must be empty (derived) or a bucket name S3 accepts; {v!r} is not ({why}). Fix: e.g. "
+                "'raytrain-checkpoints-123456789012'"
             )
         return v
 

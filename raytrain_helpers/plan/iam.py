@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.s3_uri import parse_s3_uri
 from ..core.settings import Settings
-from ..core.validation import BUCKET_RE, ConfigError
+from ..core.validation import ConfigError
 from . import iam_eval, s3_access
 from .render import render_objects, render_template
 
@@ -78,23 +79,13 @@ class StorageLocation:
         return [f"arn:aws:s3:::{self.bucket}/{p}/" for p in self.parents]
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix/`` -> (``bucket``, ``some/prefix``); ConfigError naming the setting otherwise."""
-    m = re.match(r"^s3://([^/]+)/?(.*)$", uri or "")
-    if not m:
-        raise ConfigError(
-            f"train.storage_path = {uri!r} is not an S3 URI. Fix: s3://BUCKET/PREFIX, or leave it empty on aws "
-            f"(step 02 then creates a bucket of its own)"
-        )
-    bucket, prefix = m.group(1), m.group(2).strip("/")
-    if not BUCKET_RE.match(bucket) or ".." in bucket:
-        raise ConfigError(
-            f"train.storage_path = {uri!r}: {bucket!r} is not a valid S3 bucket name (3-63 lower-case letters, "
-            f"digits, '-' and '.'). Fix: correct the bucket name"
-        )
-    if any(c in prefix for c in "*?[]") or "//" in prefix:
-        raise ConfigError(f"train.storage_path = {uri!r}: the prefix may not hold wildcards or '//'. Fix: a plain path")
-    return bucket, prefix
+def storage_bucket_and_prefix(uri: str) -> tuple[str, str]:
+    """``train.storage_path``'s bucket and prefix (:func:`~raytrain_helpers.core.s3_uri.parse_s3_uri`); ConfigError
+    naming the setting otherwise."""
+    try:
+        return parse_s3_uri(uri)
+    except ValueError as e:
+        raise ConfigError(f"train.storage_path = {uri!r}: {e}") from None
 
 
 def derived_bucket_name(cluster_name: str, account: str, region: str) -> str:
@@ -108,7 +99,7 @@ def storage_location(settings: Settings, account: str) -> StorageLocation:
     """The run's storage: the bucket of ``aws.storage_bucket``, else of ``train.storage_path``, else derived;
     the prefix of ``train.storage_path``, else :data:`DEFAULT_PREFIX`."""
     a, path = settings.aws, settings.train.storage_path
-    bucket, prefix = parse_s3_uri(path) if path.startswith("s3://") else ("", "")
+    bucket, prefix = storage_bucket_and_prefix(path) if path.startswith("s3://") else ("", "")
     if path and not path.startswith("s3://"):
         raise ConfigError(
             f"train.storage_path = {path!r} is not reachable from the worker pods on aws. Fix: s3://BUCKET/PREFIX, "
@@ -327,7 +318,7 @@ __all__ = [
     "POLICY_NAME",
     "StorageLocation",
     "derived_bucket_name",
-    "parse_s3_uri",
+    "storage_bucket_and_prefix",
     "permission_policy",
     "policies_text",
     "policy_location",

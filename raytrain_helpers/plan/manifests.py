@@ -1,9 +1,10 @@
 """Every document the aws path creates: the Kubernetes manifests, one object per file, in the order they are
-applied; the eksctl configs; the storage role's IAM policies and its Pod Identity association.
+applied; the values of the Helm releases (device plugins, KubeRay operator); the eksctl configs; the storage role's
+IAM policies and its Pod Identity association.
 
 ``raytrain-tutorial render --out DIR`` writes them: the Kubernetes objects at the top of DIR for
-``kubectl apply --server-side -f DIR`` (which does not descend into folders), the others under ``eksctl/``,
-``iam/`` and ``eks/`` (see :func:`aws_documents`).
+``kubectl apply --server-side -f DIR`` (which does not descend into folders), the others under ``helm/``,
+``eksctl/``, ``iam/`` and ``eks/`` (see :func:`aws_documents`).
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..core.settings import Settings
-from . import eksctl, iam
+from . import eksctl, iam, plugins, raycluster
 from .iam import render_service_account
-from .plugins import render_plugins
-from .raycluster import (
-    render_namespace,
-    render_network_policies,
-    render_operator,
-    render_raycluster,
-    render_rayjob,
-)
+from .raycluster import render_namespace, render_network_policies, render_raycluster, render_rayjob
 from .render import to_yaml
 
 #: Objects written under this sub-folder are alternatives, not part of `kubectl apply -f DIR`.
@@ -38,13 +34,12 @@ def filename(index: int, obj: dict[str, Any]) -> str:
 def render_all(settings: Settings, *, include_alternatives: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """Every object the aws target applies, in apply order, as (filename, object).
 
-    Order: the device plugins (notebook 03), the KubeRay operator, the namespace, the pods' ServiceAccount
-    (Pod Identity; under IRSA step 04 adds the role annotation), the RayCluster (notebook 04). The RayJob
-    (the declarative alternative to notebook 05) comes last under ``alternatives/``: applying it next to the
-    RayCluster would ask for every GPU node twice.
+    Order: the namespace, the pods' ServiceAccount (Pod Identity; under IRSA step 04 adds the role annotation), the
+    RayCluster (notebook 04); the device plugins (03) and the KubeRay operator (04) before them are Helm releases
+    (:func:`helm_releases`). The RayJob (the declarative alternative to notebook 05) comes last under
+    ``alternatives/``: applying it next to the RayCluster would ask for every GPU node twice.
     """
-    objs = render_plugins(settings) + render_operator(settings)
-    objs += [render_namespace(settings), *render_network_policies(settings), render_service_account(settings)]
+    objs = [render_namespace(settings), *render_network_policies(settings), render_service_account(settings)]
     objs += [render_raycluster(settings)]
     out = [(filename(i, obj), obj) for i, obj in enumerate(objs, start=1)]
     if include_alternatives:
@@ -119,10 +114,50 @@ def iam_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) ->
     return docs
 
 
+def helm_releases(settings: Settings) -> list[dict[str, Any]]:
+    """The Helm releases of the aws path, in install order: the NVIDIA and EFA device plugins (03), the KubeRay
+    operator (04), each with its chart, repository, pinned version, namespace and values."""
+    out = []
+    for key, chart, version_field in plugins.CHARTS:
+        out.append(
+            dict(
+                chart,
+                version=getattr(settings.versions, version_field),
+                namespace=plugins.NAMESPACE,
+                values=plugins.helm_values(settings)[key],
+                create_namespace=False,
+            )
+        )
+    out.append(
+        dict(
+            release=raycluster.OPERATOR_RELEASE,
+            chart=raycluster.OPERATOR_CHART,
+            repo=raycluster.KUBERAY_HELM_REPO,
+            version=settings.versions.kuberay_version,
+            namespace=raycluster.OPERATOR_NAMESPACE,
+            values=raycluster.operator_helm_values(settings),
+            create_namespace=True,
+        )
+    )
+    return out
+
+
+def helm_documents(settings: Settings) -> list[tuple[str, str]]:
+    """``helm/<release>.values.yaml``: each release's values, headed by the command that installs it."""
+    docs = []
+    for r in helm_releases(settings):
+        command = (
+            f"# helm upgrade --install {r['release']} {r['chart']} --repo {r['repo']} --version {r['version']} "
+            f"--namespace {r['namespace']}{' --create-namespace' if r['create_namespace'] else ''} -f THIS_FILE\n"
+        )
+        docs.append((f"helm/{r['release']}.values.yaml", command + yaml.safe_dump(r["values"], sort_keys=False)))
+    return docs
+
+
 def aws_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
     """Every document of the aws path besides the Kubernetes objects, as (relative path, text); ``account``: the
     account id (a placeholder when rendered without credentials)."""
-    return eksctl_documents(settings) + iam_documents(settings, account)
+    return helm_documents(settings) + eksctl_documents(settings) + iam_documents(settings, account)
 
 
 def write_all(
@@ -155,6 +190,8 @@ __all__ = [
     "aws_storage_settings",
     "eksctl_documents",
     "filename",
+    "helm_documents",
+    "helm_releases",
     "iam_documents",
     "render_all",
     "write_all",

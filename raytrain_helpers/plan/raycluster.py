@@ -61,14 +61,16 @@ from .raycluster_checks import (
 )
 from .render import render_objects
 
+#: The KubeRay operator: ray-project/kuberay's Helm chart (helm-chart/kuberay-operator, published to this repository),
+#: version = KUBERAY_VERSION; the chart brings the operator's RBAC and its CRDs (crds/, created on install).
 OPERATOR_NAMESPACE = "kuberay-system"
 #: The key of the token in KubeRay's auth Secret (utils.RAY_AUTH_TOKEN_SECRET_KEY, kuberay v1.7.0 constant.go).
 AUTH_TOKEN_KEY = "auth_token"
 #: The NetworkPolicies of :func:`render_network_policies`, by name.
 NETWORK_POLICIES = ("raytrain-default-deny-ingress", "raytrain-ray-same-namespace")
 OPERATOR_RELEASE = "kuberay-operator"
+OPERATOR_CHART = "kuberay-operator"
 KUBERAY_HELM_REPO = "https://ray-project.github.io/kuberay-helm/"
-OPERATOR_IMAGE = "quay.io/kuberay/operator:v{version}"
 
 
 # ============================================================================================
@@ -152,12 +154,9 @@ def render_rayjob(settings: Settings, **options: Any) -> dict[str, Any]:
     return obj
 
 
-def operator_values(settings: Settings) -> dict[str, Any]:
-    return dict(namespace=OPERATOR_NAMESPACE, image=OPERATOR_IMAGE.format(version=settings.versions.kuberay_version))
-
-
-def render_operator(settings: Settings) -> list[dict[str, Any]]:
-    return render_objects("kuberay-operator.yaml.j2", settings, op=operator_values(settings))
+def operator_helm_values(settings: Settings) -> dict[str, Any]:
+    """The kuberay-operator chart's values: the operator runs on the system node (role=system)."""
+    return {"nodeSelector": {"role": "system"}}
 
 
 def render_namespace(settings: Settings) -> dict[str, Any]:
@@ -205,7 +204,7 @@ __all__ = [
     "KUBERAY_HELM_REPO",
     "MEMORY_VISIBLE",
     "NCCL_SOCKET_IFNAME",
-    "OPERATOR_IMAGE",
+    "OPERATOR_CHART",
     "OPERATOR_NAMESPACE",
     "OPERATOR_RELEASE",
     "OPERATOR_REQUESTS",
@@ -233,13 +232,12 @@ __all__ = [
     "head_size",
     "hf_cache_gib",
     "max_pods",
-    "operator_values",
     "kuberay_resources_map",
+    "operator_helm_values",
     "parse_ray_resources",
     "raycluster_values",
     "rayjob_values",
     "render_namespace",
-    "render_operator",
     "render_raycluster",
     "render_rayjob",
     "resources_param",

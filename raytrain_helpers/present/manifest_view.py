@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.settings import Settings
 from ..plan import eksctl, plugins, raycluster, render
-from ..plan.manifests import render_all
+from ..plan.manifests import helm_documents, render_all
 from .shown import Shown, pre_html
 
 #: How long a list may be before :func:`abridge` shortens it.
@@ -35,25 +35,32 @@ def placeholder_azs(settings: Settings) -> tuple[str, list[str]]:
     return gpu_az, [gpu_az, other]
 
 
+#: The Helm releases :func:`show_manifest` shows by name: their values file, headed by the install command.
+HELM_RELEASES = {
+    "nvidia-device-plugin": plugins.NVIDIA_CHART["release"],
+    "efa-device-plugin": plugins.EFA_CHART["release"],
+    "kuberay-operator": raycluster.OPERATOR_RELEASE,
+}
+
+
 def _manifest_objects(name: str, settings: Settings) -> list[dict[str, Any]] | str:
-    """One named artifact: a list of objects, or YAML text for the eksctl configs (they carry comments)."""
+    """One named artifact: a list of objects, or YAML text for the eksctl configs and the Helm releases' values
+    (they carry comments)."""
     gpu_az, azs = placeholder_azs(settings)
     if name == "eksctl-cluster":
         return eksctl.render_cluster_config(settings, azs=azs, gpu_az=gpu_az)
     if name == "eksctl-gpu-nodegroup":
         subnet = f"<private subnet of the cluster in {gpu_az}>"
         return eksctl.render_gpu_nodegroup_config(settings, gpu_az=gpu_az, subnet_ids=[subnet])
-    objects = plugins.render_plugins(settings)
+    if name in HELM_RELEASES:
+        return dict(helm_documents(settings))[f"helm/{HELM_RELEASES[name]}.values.yaml"]
     builders: dict[str, Callable[[], list[dict[str, Any]]]] = {
-        "nvidia-device-plugin": lambda: objects[:1],
-        "efa-device-plugin": lambda: objects[1:],
-        "kuberay-operator": lambda: raycluster.render_operator(settings),
         "namespace": lambda: [raycluster.render_namespace(settings)],
         "raycluster": lambda: [raycluster.render_raycluster(settings)],
         "rayjob": lambda: [raycluster.render_rayjob(settings)],
     }
     if name not in builders:
-        known = ", ".join(["eksctl-cluster", "eksctl-gpu-nodegroup", *builders])
+        known = ", ".join(["eksctl-cluster", "eksctl-gpu-nodegroup", *HELM_RELEASES, *builders])
         raise ValueError(f"unknown manifest {name!r}. Fix: one of {known}")
     return builders[name]()
 
@@ -81,9 +88,11 @@ def show_manifest(name: str, settings: Settings, *, full: bool = False, keep: li
     rendered = _manifest_objects(name, settings)
     if isinstance(rendered, str):
         if keep:
-            raise ValueError(f"keep= needs a Kubernetes manifest; {name!r} is an eksctl config. Fix: leave out keep")
+            raise ValueError(
+                f"keep= needs a Kubernetes manifest; {name!r} is an eksctl config or Helm values. Fix: leave out keep"
+            )
         body = rendered.strip("\n")
-        if name == "eksctl-gpu-nodegroup" or not settings.aws.gpu_az:
+        if name.startswith("eksctl-") and (name == "eksctl-gpu-nodegroup" or not settings.aws.gpu_az):
             body += "\n# (AZ and subnet shown as placeholders: step 01 picks the AZ, step 02 reads the subnet ids)"
     else:
         docs = [render.to_yaml(obj if full else abridge(obj)).rstrip("\n") for obj in rendered]

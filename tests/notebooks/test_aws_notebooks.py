@@ -210,7 +210,7 @@ def test_03_plugins_make_gpus_and_efa_allocatable(kubeconfig, work):
     assert "replaced eksctl's EFA device plugin kube-system/aws-efa-k8s-device-plugin (image v0.5.4" in text
     assert text.count("| raytrain-aws-efa-k8s-device-plugin (tutorial, v0.5.20)") == 2  # the "served by" cells
     assert {n["metadata"]["name"] for n in kubeconfig.objects("apps/v1", "daemonsets", "kube-system")} == {
-        "nvidia-device-plugin-daemonset",
+        "nvidia-device-plugin",
         "raytrain-aws-efa-k8s-device-plugin",
     }
 

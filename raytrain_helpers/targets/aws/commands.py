@@ -5,7 +5,7 @@ Sources (checked 2026-12-04): ``aws ec2 describe-capacity-block-offerings`` take
 (required), ``--instance-type`` and ``--instance-count`` (botocore 1.43.11's ec2 model,
 ``DescribeCapacityBlockOfferings``; the CLI's options are its members in kebab case). eksctl's own EFA device plugin
 is the DaemonSet ``kube-system/aws-efa-k8s-device-plugin`` (eksctl-io/eksctl at 99984adb,
-pkg/addons/assets/efa-device-plugin.yaml; :mod:`.device_owners`, docs/pins.md); the tutorial's release is
+pkg/addons/assets/efa-device-plugin.yaml; :mod:`.plugins.owners`, docs/pins.md); the tutorial's release is
 ``raytrain-aws-efa-k8s-device-plugin`` (``plan.plugins.EFA_CHART``).
 """
 

@@ -4,24 +4,34 @@
 billable steps (02's ``cluster up``, 01's reservation probe) run it first and refuse to start when a required row
 failed (:func:`require`). Each row says the version found, the version needed, and the fix:
 
-* **AWS CLI** v2 >= 2.12.3 (v1 >= 1.27.160): the kubeconfig ``eksctl utils write-kubeconfig`` writes calls
-  ``aws eks get-token`` for every Kubernetes request (the tutorial's Python client runs it too). Minimums: the
-  EKS user guide's ``auto-cli-v2-version`` / ``auto-cli-v1-version`` (awsdocs/amazon-eks-user-guide
-  ``latest/ug/attributes.txt`` @ 0e0c7e00). Not needed when ``aws-iam-authenticator`` is on PATH: eksctl
-  looks that up *first* and writes a kubeconfig calling it instead (eksctl-io/eksctl
-  ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator, aws] and
-  ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
+* **AWS CLI** v2 >= 2.12.3: the kubeconfig ``eksctl utils write-kubeconfig`` writes calls ``aws eks get-token``
+  for every Kubernetes request (the tutorial's Python client runs it too). Minimum: the EKS user guide's
+  ``auto-cli-v2-version`` (awsdocs/amazon-eks-user-guide ``latest/ug/attributes.txt`` @ 0e0c7e00). AWS CLI v1 is
+  refused with the v2 install as its fix: it entered maintenance mode on 2026-07-15 (AWS Developer Tools Blog, "AWS
+  CLI v1 maintenance mode: announcing changes to dependency updates") and is what ``pip install awscli`` gives, so
+  a v1 first on PATH is usually a Python environment's; v2 is not on PyPI (its installer:
+  https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html). Not needed when
+  ``aws-iam-authenticator`` is on PATH: eksctl looks that up *first* and writes a kubeconfig calling it instead
+  (eksctl-io/eksctl ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator,
+  aws] and ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
   reads it: ``aws --version`` and the regex ``aws-cli/([\\d.]*)`` (same file, ``getAWSCLIVersion``).
 * **eksctl** >= :data:`~raytrain_helpers.core.constants.EKSCTL_MIN_VERSION` (Capacity Blocks); ``eksctl version``
   prints ``GetVersion()``: ``0.230.0``, or ``0.231.0-dev+<commit>.<date>`` for a snapshot (``pkg/ctl/misc/
   version.go``, ``pkg/version/version.go``).
-* **helm** 3 or later, optional: without it the device plugins and the operator are applied from the rendered
-  manifests. ``helm version --short`` prints ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go``
-  ``formatVersion``).
+* **helm** 3 or later, required: it is the one way steps 03 and 04 install the device plugins and the KubeRay
+  operator (the publishers' charts at the pinned versions, docs/pins.md). ``helm version --short`` prints
+  ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go`` ``formatVersion``).
 * **kubectl** within one minor version of the cluster (``aws.k8s_version``; EKS user guide ``install-kubectl``:
   "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
 * **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
+* **Kubernetes version** (``aws.k8s_version``) as EKS offers it in ``aws.region``, with credentials: EKS's
+  ``DescribeClusterVersions`` (``clusterVersions``: ``versionStatus`` ``STANDARD_SUPPORT`` / ``EXTENDED_SUPPORT`` /
+  ``UNSUPPORTED``, ``endOfStandardSupportDate``, ``endOfExtendedSupportDate``; botocore's eks service model), the
+  same answer eksctl checks the version against (``pkg/eks/versions_manager.go``, :data:`~raytrain_helpers.core.
+  constants.EKSCTL_RELEASES`). A version EKS does not offer, or no longer supports, stops the billable steps;
+  extended support (the control plane at the extended price) is shown, with the version to move to, and does not.
+  The hand-kept calendar of :mod:`raytrain_helpers.core.eks_versions` only prices the offline cost estimate.
 * **vCPU quota** of the GPU node group's class (and the system node group's) in ``aws.region``: the applied
   quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
@@ -33,6 +43,7 @@ failed (:func:`require`). Each row says the version found, the version needed, a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -49,7 +60,6 @@ from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limi
 from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
-AWS_CLI_V1_MIN = "1.27.160"
 HELM_MIN_MAJOR = 3
 #: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
 AUTHENTICATOR_MIN = "0.5.3"
@@ -61,12 +71,20 @@ AWS_CLI_FIX = (
     "(Linux x86_64: curl -sSLo awscliv2.zip https://awscli.amazonaws.com/awscli-exe-linux-x86_64.zip && "
     "unzip -q awscliv2.zip && sudo ./aws/install --update)"
 )
+#: AWS CLI v1 first on PATH: v2 is not on PyPI, so ``pip install awscli`` always gives v1.
+AWS_CLI_V1_FIX = (
+    "AWS CLI v1 is in maintenance mode and the tutorial's commands are written for v2; {path} is v1 (what `pip "
+    "install awscli` installs: `pip uninstall awscli` there). Then " + AWS_CLI_FIX
+)
 EKSCTL_FIX = (
     "install eksctl >= {min}: https://eksctl.io/installation/ (Linux x86_64: curl -sSLO https://github.com/"
     "eksctl-io/eksctl/releases/latest/download/eksctl_Linux_amd64.tar.gz && tar -xzf eksctl_Linux_amd64.tar.gz -C "
     "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: brew upgrade eksctl)"
 )
-HELM_FIX = "install helm 3+: https://helm.sh/docs/intro/install/ (without it the rendered manifests are applied)"
+HELM_FIX = (
+    "install helm 3+: https://helm.sh/docs/intro/install/ (its installer script, a release binary, or a package "
+    "manager: brew install helm); steps 03 and 04 install the device plugins and the KubeRay operator with it"
+)
 KUBECTL_FIX = (
     "install kubectl {minor}: https://kubernetes.io/docs/tasks/tools/ (or the EKS build: "
     "https://docs.aws.amazon.com/eks/latest/userguide/install-kubectl.html)"
@@ -167,15 +185,16 @@ def authenticator_row() -> tuple[Requirement | None, bool]:
 
 def aws_cli_row(*, token_command: bool = True) -> Requirement:
     """The AWS CLI: required when the kubeconfig calls ``aws eks get-token`` (no aws-iam-authenticator)."""
-    needed = f">= {AWS_CLI_V2_MIN} (v1: {AWS_CLI_V1_MIN})"
+    needed = f"v2 >= {AWS_CLI_V2_MIN}"
     what = "AWS CLI (aws)"
     path, version, said = tool_version(["aws", "--version"], parse_aws_cli)
     if path is None:
         return Requirement(what, "not on PATH", needed, "MISSING", AWS_CLI_FIX, token_command)
     if version is None:
         return _unreadable(what, path, said, needed, AWS_CLI_FIX, token_command)
-    minimum = AWS_CLI_V1_MIN if version.startswith("1.") else AWS_CLI_V2_MIN
-    ok = version_tuple(version) >= version_tuple(minimum)
+    if version_tuple(version)[0] < 2:
+        return Requirement(what, version, needed, "TOO OLD", AWS_CLI_V1_FIX.format(path=path), token_command)
+    ok = version_tuple(version) >= version_tuple(AWS_CLI_V2_MIN)
     return Requirement(what, version, needed, "ok" if ok else "TOO OLD", "" if ok else AWS_CLI_FIX, token_command)
 
 
@@ -194,11 +213,11 @@ def helm_row() -> Requirement:
     needed = f">= {HELM_MIN_MAJOR}.0.0"
     path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
     if path is None:
-        return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX, required=False)
+        return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX)
     if version is None:
-        return _unreadable("helm", path, said, needed, HELM_FIX, required=False)
+        return _unreadable("helm", path, said, needed, HELM_FIX)
     ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
-    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX, required=False)
+    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX)
 
 
 def kubectl_row(k8s_version: str) -> Requirement:
@@ -226,6 +245,64 @@ def credentials_row(settings: Settings) -> tuple[Requirement, Any]:
         found, _, fix = str(e).partition(". Fix: ")
         return Requirement("AWS credentials", found, "an identity (sts)", "FAILED", fix or str(e)), None
     return Requirement("AWS credentials", f"{ident.account} {ident.arn}", "an identity (sts)", "ok"), sess
+
+
+K8S_ROW = "Kubernetes version"
+#: A version within this many days of the end of standard support is shown with the version to move to.
+K8S_WARN_DAYS = 30
+
+
+def _k8s_versions(sess, region: str) -> aws_client.Signal:
+    eks = aws_client.client(sess, "eks", region)
+    return aws_client.optional_call(
+        eks,
+        "describe_cluster_versions",
+        instead="the offline calendar (plan)",
+        items="clusterVersions",
+        includeAll=True,
+    )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _day(t: Any) -> str:
+    return t.date().isoformat() if isinstance(t, dt.datetime) else "?"
+
+
+def _newest_standard(versions: list[dict[str, Any]]) -> str:
+    standard = [v["clusterVersion"] for v in versions if v.get("versionStatus") == "STANDARD_SUPPORT"]
+    return max(standard, key=_version_key, default="")
+
+
+def k8s_version_row(settings: Settings, sess, *, today: dt.date | None = None) -> Requirement:
+    """``aws.k8s_version`` against what EKS offers in the region now (``DescribeClusterVersions``)."""
+    version, region = settings.aws.k8s_version, settings.aws.region
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    what, needed = K8S_ROW, f"offered by EKS in {region}"
+    signal = _k8s_versions(sess, region)
+    if signal.failure is not None:
+        return Requirement(what, f"{version}: {signal.line()}", needed, "unknown", signal.failure.fix())
+    versions = signal.value or []
+    newest = _newest_standard(versions)
+    fix = f'set `k8s_version: "{newest}"` under aws: in env.yaml (or -p k8s_version {newest})' if newest else ""
+    mine = next((v for v in versions if v.get("clusterVersion") == version), None)
+    if mine is None:
+        offered = ", ".join(sorted((v["clusterVersion"] for v in versions), key=_version_key))
+        return Requirement(what, f"{version}: not offered", needed, "MISSING", f"one of {offered}: {fix}")
+    status = mine.get("versionStatus") or str(mine.get("status", "")).upper().replace("-", "_")
+    end_std, end_ext = (mine.get(k) for k in ("endOfStandardSupportDate", "endOfExtendedSupportDate"))
+    if status == "UNSUPPORTED":
+        return Requirement(what, f"{version}: unsupported since {_day(end_ext)}", needed, "TOO OLD", fix)
+    if status == "EXTENDED_SUPPORT":
+        found = f"{version}: extended support until {_day(end_ext)}"
+        why = "the EKS control plane is billed at the extended support price meanwhile; "
+        return Requirement(what, found, needed, "ok", why + fix)
+    found = f"{version}: standard support until {_day(end_std)}"
+    if isinstance(end_std, dt.datetime) and (end_std.date() - today).days <= K8S_WARN_DAYS and newest != version:
+        return Requirement(what, found, needed, "ok", f"extended support (a higher price) from {_day(end_std)}: {fix}")
+    return Requirement(what, found, needed, "ok")
 
 
 def _need_by_class(settings: Settings, facts: dict[str, InstanceFacts]) -> dict[str, list[str | int]]:
@@ -321,6 +398,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
     cred, sess = credentials_row(settings)
     rows.append(cred)
+    if sess is not None:
+        rows.append(k8s_version_row(settings, sess))
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
@@ -350,13 +429,14 @@ def require(settings: Settings, before: str) -> PreflightResult:
 
 
 __all__ = [
-    "AWS_CLI_V1_MIN",
+    "AWS_CLI_V1_FIX",
     "AWS_CLI_V2_MIN",
     "PreflightError",
     "aws_cli_row",
     "credentials_row",
     "eksctl_row",
     "helm_row",
+    "k8s_version_row",
     "kubectl_row",
     "parse_authenticator",
     "parse_aws_cli",

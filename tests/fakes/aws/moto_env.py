@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tests.helpers import free_port
 
+from .. import helm as fake_helm
 from . import moto_ext
 
 FAKES_DIR = Path(__file__).resolve().parent
@@ -55,6 +56,9 @@ def _eksctl_shim_dir(work: Path) -> Path:
         'echo "fake aws CLI: only --version" >&2\nexit 2\n'
     )
     aws.chmod(0o755)
+    # helm, which the preflight requires: the fake of tests/fakes/helm.py (version, and the pinned charts into
+    # whichever cluster the kubeconfig names)
+    fake_helm.install(d)
     return d
 
 

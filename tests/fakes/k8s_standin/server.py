@@ -258,6 +258,7 @@ DEFAULTS: dict[str, Any] = dict(
     ray_token=None,
     ray_version="2.58.0",
     kuberay_version="1.7.0",  # the preinstalled operator's image tag
+    helm=True,  # with set_env: the fake helm (tests/fakes/helm.py), pointed at this cluster, first on PATH
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
     context="standin",
 )
@@ -676,40 +677,22 @@ class Cluster:
             ds = self.put(eksctl_efa_daemonset(o["region"]))
             ds["_t"] = time.monotonic() - 3600
         if o["plugins_installed"]:
-            for ds in self._preinstalled_plugins():
-                self.put(ds)
-                ds["_t"] = time.monotonic() - 3600
+            for obj in self._preinstalled_plugins():
+                self.put(obj)
+                obj["_t"] = time.monotonic() - 3600
         if o["operator_installed"]:
+            from tests.fakes import helm as fake_helm
+
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kuberay-system"}})
-            dep = {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {
-                    "name": "kuberay-operator",
-                    "namespace": "kuberay-system",
-                    "labels": {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/managed-by": "Helm"},
-                    "annotations": {"meta.helm.sh/release-name": "kuberay-operator"},
-                },
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
-                    "template": {
-                        "metadata": {"labels": {"app.kubernetes.io/name": "kuberay-operator"}},
-                        "spec": {
-                            "nodeSelector": {"role": "system"},
-                            "containers": [
-                                {
-                                    "name": "kuberay-operator",
-                                    "image": f"quay.io/kuberay/operator:v{o['kuberay_version']}",
-                                    "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            }
-            self.put(dep)
-            dep["_t"] = time.monotonic() - 3600
+            for obj in fake_helm.release_objects(
+                "kuberay-operator",
+                "kuberay-operator",
+                "kuberay-system",
+                o["kuberay_version"],
+                {"nodeSelector": {"role": "system"}},
+            ):
+                self.put(obj)
+                obj["_t"] = time.monotonic() - 3600
             self._install_crds()
         for obj in o["preload"] or ():
             obj = copy.deepcopy(obj)
@@ -742,108 +725,27 @@ class Cluster:
             )
 
     def _preinstalled_plugins(self) -> list[dict]:
+        """The tutorial's two plugin releases as the fake helm leaves them: with the tutorial's values, or
+        (``chart_style_plugins``) the NVIDIA chart with its default values (affinity on NFD/GFD labels)."""
+        from tests.fakes import helm as fake_helm
+
         tol = [
             {"key": "CriticalAddonsOnly", "operator": "Exists"},
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
             {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
         ]
-        helm = self.o["chart_style_plugins"]
-        nv_spec: dict[str, Any] = {
-            "priorityClassName": "system-node-critical",
-            "tolerations": tol[:2] if helm else tol,
-            "containers": [{"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"}],
-        }
-        if helm:  # the chart's default affinity: NFD / GFD labels
-            nv_spec["affinity"] = {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "feature.node.kubernetes.io/pci-10de.present",
-                                        "operator": "In",
-                                        "values": ["true"],
-                                    }
-                                ]
-                            },
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "feature.node.kubernetes.io/cpu-model.vendor_id",
-                                        "operator": "In",
-                                        "values": ["NVIDIA"],
-                                    }
-                                ]
-                            },
-                            {
-                                "matchExpressions": [
-                                    {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
-                                ]
-                            },
-                        ]
-                    }
-                }
-            }
-        else:
-            nv_spec["nodeSelector"] = {"role": "gpu-worker"}
-        efa_spec = {
-            "priorityClassName": "system-node-critical",
-            "hostNetwork": True,
-            "tolerations": [tol[0], tol[2], tol[1]],
-            "nodeSelector": {"role": "gpu-worker"},
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "node.kubernetes.io/instance-type",
-                                        "operator": "In",
-                                        "values": sorted(k for k, v in HARDWARE.items() if v[3]),
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
-            "containers": [
-                {
-                    "name": "aws-efa-k8s-device-plugin",
-                    "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20",
-                }
-            ],
-        }
-        out = []
-        for name, sel, spec in (
+        gpu = {"role": "gpu-worker"}
+        nv_values = {} if self.o["chart_style_plugins"] else {"nodeSelector": gpu, "affinity": None, "tolerations": tol}
+        releases = [
+            ("nvidia-device-plugin", "nvidia-device-plugin", "0.20.0", nv_values),
             (
-                ("nvidia-device-plugin" if helm else "nvidia-device-plugin-daemonset"),
-                "nvidia-device-plugin-ds",
-                nv_spec,
+                "raytrain-aws-efa-k8s-device-plugin",
+                "aws-efa-k8s-device-plugin",
+                "v0.5.30",
+                {"nodeSelector": gpu, "tolerations": tol[1:]},
             ),
-            # the tutorial's EFA release (or rendered DaemonSet): the chart names it after the release
-            ("raytrain-aws-efa-k8s-device-plugin", "raytrain-aws-efa-k8s-device-plugin", efa_spec),
-        ):
-            md: dict[str, Any] = {"name": name, "namespace": "kube-system", "labels": {}}
-            if helm:
-                md["labels"]["app.kubernetes.io/managed-by"] = "Helm"
-                md["annotations"] = {"meta.helm.sh/release-name": name}
-            else:
-                md["labels"]["app.kubernetes.io/part-of"] = "raytrain-tutorial"
-            out.append(
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "DaemonSet",
-                    "metadata": md,
-                    "spec": {
-                        "selector": {"matchLabels": {"name": sel}},
-                        "template": {"metadata": {"labels": {"name": sel}}, "spec": spec},
-                    },
-                }
-            )
-        return out
+        ]
+        return [obj for r in releases for obj in fake_helm.release_objects(*r[:2], "kube-system", *r[2:])]
 
     def _static_pod(self, ns: str, name: str, node: str, labels: dict, requests: dict) -> None:
         pod = {
@@ -1901,6 +1803,12 @@ class StandIn:
         if self._set_env:
             self._old_env = os.environ.get("KUBECONFIG")
             os.environ["KUBECONFIG"] = self.kubeconfig
+            self._old_path = os.environ.get("PATH", "")
+            if self.options["helm"]:
+                from tests.fakes import helm as fake_helm
+
+                bin_dir = fake_helm.install(Path(self._workdir) / "bin")
+                os.environ["PATH"] = f"{bin_dir}{os.pathsep}{self._old_path}"
         return self
 
     def write_kubeconfig(self, path: str | os.PathLike) -> str:
@@ -1927,6 +1835,7 @@ class StandIn:
                 os.environ.pop("KUBECONFIG", None)
             else:
                 os.environ["KUBECONFIG"] = self._old_env
+            os.environ["PATH"] = self._old_path
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -82,7 +82,7 @@ def _apply_handout_namespaces(out: Path) -> None:
 
 
 def test_status_reads_the_cluster_and_teardown_removes_only_the_handouts_namespaces(
-    tmp_path, clean_env, capsys, monkeypatch, kuberay_crds_dir
+    tmp_path, clean_env, capsys, monkeypatch
 ):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert _handout(tmp_path, "name\nAnn\nBob\n", "--offline") == 0

@@ -39,7 +39,7 @@ def test_render_cli_writes_one_object_per_file(tmp_path):
     out = tmp_path / "manifests"
     r = _cli("render", "--target", "aws", "-p", "gpu_node_count", "3", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    files = sorted(p for p in out.rglob("*.yaml") if p.parent.name != "eksctl")
+    files = sorted(p for p in out.rglob("*.yaml") if p.parent.name not in ("eksctl", "helm"))
     assert len(files) == len(manifests.render_all(settings()))
     for f in files:
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
@@ -58,6 +58,9 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
     assert written == sorted(
         [
             *objects,
+            "helm/nvidia-device-plugin.values.yaml",
+            "helm/raytrain-aws-efa-k8s-device-plugin.values.yaml",
+            "helm/kuberay-operator.values.yaml",
             "eksctl/cluster.yaml",
             "eksctl/gpu-nodegroup.yaml",
             "iam/storage-role-trust-policy.json",
@@ -72,7 +75,10 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
         doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
         assert doc, name
     kinds = {yaml.safe_load((out / name).read_text())["kind"] for name in objects}
-    assert {"DaemonSet", "Deployment", "ServiceAccount", "RayCluster", "RayJob"} <= kinds
+    assert {"Namespace", "ServiceAccount", "RayCluster", "RayJob"} == kinds  # the rest are Helm releases' values
+    assert yaml.safe_load((out / "helm/kuberay-operator.values.yaml").read_text()) == {
+        "nodeSelector": {"role": "system"}
+    }
     assert yaml.safe_load((out / "eksctl/gpu-nodegroup.yaml").read_text())["managedNodeGroups"][0]["efaEnabled"]
     trust = json.loads((out / "iam/storage-role-trust-policy.json").read_text())
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}

@@ -62,3 +62,45 @@ def test_config_and_render_exit_non_zero_naming_the_field(command, value, tmp_pa
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"train.storage_path = {value!r} is invalid" in r.stderr and "Fix: s3://BUCKET/PREFIX" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "uri,parsed",
+    [
+        ("s3://ok-bucket", ("ok-bucket", "")),
+        ("s3://ok-bucket/", ("ok-bucket", "")),
+        ("s3://my.ckpts-1/team/run/", ("my.ckpts-1", "team/run")),
+    ],
+)
+def test_the_one_parser_gives_bucket_and_prefix(uri, parsed):
+    assert s3_uri.parse_s3_uri(uri) == parsed
+
+
+@pytest.mark.parametrize(
+    "uri,needle",
+    [
+        ("/mnt/ckpts", "names no bucket"),
+        ("s3://xn--bucket/x", "the prefix 'xn--' is reserved"),
+        ("s3://192.168.5.4/x", "formatted as an IP address"),
+        ("s3://amzn-s3-demo-bucket/x", "the prefix 'amzn-s3-demo-' is reserved"),
+        ("s3://data--x-s3/x", "the suffix '--x-s3' is reserved"),
+        ("s3://ok-bucket/a//b", "may not hold wildcards or '//'"),
+    ],
+)
+def test_the_iam_plan_reads_storage_with_the_same_rules(uri, needle):
+    """plan.iam takes the bucket of train.storage_path with core.s3_uri's rules (the S3 naming rules), not looser
+    ones of its own: a reserved prefix or suffix, or an IP address, is refused there too, naming the setting."""
+    from raytrain_helpers.plan import iam
+
+    with pytest.raises(config.ConfigError) as e:
+        iam.storage_bucket_and_prefix(uri)
+    assert str(e.value).startswith(f"train.storage_path = {uri!r}: ") and needle in str(e.value)
+    assert getattr(iam, "parse_s3_uri", s3_uri.parse_s3_uri) is s3_uri.parse_s3_uri  # one parser, in core
+
+
+@pytest.mark.parametrize("bucket", ["xn--ckpts", "ckpts-s3alias", "10.0.0.1", "Bad_Bucket"])
+def test_aws_storage_bucket_follows_the_same_naming_rules(bucket):
+    with pytest.raises(config.ConfigError) as e:
+        config.load(REPO_ENV, environ={}, check_installed_ray=False, target="aws", storage_bucket=bucket)
+    assert "storage_bucket" in str(e.value)
+    assert repr(bucket) in str(e.value) and "Fix:" in str(e.value)

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from raytrain_helpers.core import config
-from raytrain_helpers.plan import manifests, plugins, probes, raycluster
+from raytrain_helpers.plan import manifests, probes, raycluster
+from raytrain_helpers.plan.iam import render_service_account
 from raytrain_helpers.plan.kube_objects import quantity
 from tests.schemas import kuberay_crds
 
@@ -216,10 +217,10 @@ def test_schema_validators_are_not_vacuous():
     bad = copy.deepcopy(rc)
     bad["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "6379"
     assert crd_errors(bad)
-    ds = plugins.render_plugins(s)[0]
-    ds2 = copy.deepcopy(ds)
-    ds2["spec"]["template"]["spec"]["tolerations"][0]["keyy"] = "x"
-    assert core_errors(ds2) and not core_errors(ds)
+    sa = render_service_account(s)
+    sa2 = copy.deepcopy(sa)
+    sa2["automountServiceAccountTokenn"] = False
+    assert core_errors(sa2) and not core_errors(sa)
     job = raycluster.render_rayjob(s)
     job2 = copy.deepcopy(job)
     job2["spec"]["shutdownAfterJobFinishes"] = "yes"
@@ -240,15 +241,30 @@ def test_rayjob_carries_the_same_cluster_spec():
         raycluster.render_rayjob(s, submission_mode="SidecarModeX")
 
 
-def test_operator_manifest_is_pinned():
+def test_the_helm_releases_are_pinned_and_written_with_their_install_command():
     s = settings()
-    objs = raycluster.render_operator(s)
-    dep = [o for o in objs if o["kind"] == "Deployment"][0]
-    c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["image"] == "quay.io/kuberay/operator:v1.7.0"  # the image kuberay-operator chart 1.7.0 deploys
-    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"role": "system"}
-    for o in objs:
-        assert core_errors(o) == []
+    releases = {r["release"]: r for r in manifests.helm_releases(s)}
+    assert list(releases) == ["nvidia-device-plugin", "raytrain-aws-efa-k8s-device-plugin", "kuberay-operator"]
+    op = releases["kuberay-operator"]
+    assert (op["chart"], op["version"], op["namespace"], op["create_namespace"]) == (
+        "kuberay-operator",
+        "1.7.0",
+        "kuberay-system",
+        True,
+    )
+    assert op["repo"] == "https://ray-project.github.io/kuberay-helm/" and op["values"] == {
+        "nodeSelector": {"role": "system"}
+    }
+    docs = dict(manifests.helm_documents(s))
+    text = docs["helm/kuberay-operator.values.yaml"]
+    first, rest = text.split("\n", 1)
+    assert first == (
+        "# helm upgrade --install kuberay-operator kuberay-operator --repo https://ray-project.github.io/kuberay-helm/ "
+        "--version 1.7.0 --namespace kuberay-system --create-namespace -f THIS_FILE"
+    )
+    assert yaml.safe_load(rest) == op["values"]
+    efa = yaml.safe_load(docs["helm/raytrain-aws-efa-k8s-device-plugin.values.yaml"])
+    assert efa["nodeSelector"] == {"role": "gpu-worker"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,7 +276,7 @@ def test_render_all_order_and_names():
     names = [n for n, _ in manifests.render_all(settings())]
     kinds = [o["kind"] for _, o in manifests.render_all(settings())]
     assert len(names) == len(set(names))
-    assert kinds.index("Namespace") < kinds.index("Deployment") < kinds.index("RayCluster")
+    assert kinds[:3] == ["Namespace", "ServiceAccount", "RayCluster"]  # the Helm releases come before (03, 04)
     assert names[-1].startswith("alternatives/") and kinds[-1] == "RayJob"
     assert any(n.endswith("-raycluster-raytrain.yaml") for n in names)
     assert names == sorted(names[:-1]) + [names[-1]]  # file order = apply order
@@ -270,7 +286,8 @@ def test_render_all_order_and_names():
 def test_write_all_writes_one_object_per_file(tmp_path):
     paths = manifests.write_all(settings(), tmp_path / "out")
     objects = [n for n, _ in manifests.render_all(settings())]
-    # the Kubernetes objects first (one per file), then the eksctl configs and the IAM documents in sub-folders
+    # the Kubernetes objects first (one per file), then the Helm values, the eksctl configs and the IAM documents in
+    # sub-folders
     assert [str(p.relative_to(tmp_path / "out")) for p in paths] == objects + [
         n for n, _ in manifests.aws_documents(settings())
     ]

@@ -193,12 +193,20 @@ def test_show_manifest_is_the_rendered_object(settings):
     assert html_text(shown.mimebundle()["text/html"]) == shown.text
 
 
-def test_show_manifest_abridges_long_lists(settings):
+def test_abridge_shortens_long_plain_lists():
+    short = present.abridge({"a": {"values": [f"t{i}" for i in range(303)]}, "b": [1, 2]})
+    assert len(short["a"]["values"]) == present.LIST_LIMIT - 1 and short["b"] == [1, 2]
+    assert re.match(r"\.\.\. \d+ more \(not shown\)", short["a"]["values"][-1])
+
+
+def test_show_manifest_of_a_helm_release_is_its_values_under_the_install_command(settings):
     text = present.show_manifest("efa-device-plugin", settings).text
-    values = yaml.safe_load(text)["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-    allowlist = values["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
-    assert len(allowlist["values"]) == present.LIST_LIMIT - 1
-    assert re.match(r"\.\.\. \d+ more \(not shown\)", allowlist["values"][-1])
+    assert (
+        "# helm upgrade --install raytrain-aws-efa-k8s-device-plugin aws-efa-k8s-device-plugin "
+        "--repo https://aws.github.io/eks-charts --version v0.5.30 --namespace kube-system -f THIS_FILE"
+    ) in text
+    assert yaml.safe_load(text)["nodeSelector"] == {"role": "gpu-worker"}
+    assert "nodeSelector:\n  role: system" in present.show_manifest("kuberay-operator", settings).text
 
 
 def test_show_manifest_renders_eksctl_with_placeholders(settings):
@@ -372,13 +380,14 @@ def test_criteria_lines_break_at_the_same_place_whatever_the_figures(repo_root):
 
 
 def test_show_manifest_keeps_the_fields_asked_and_folds_the_rest(settings):
-    keep = ["nodeSelector", "spec.template.spec.tolerations"]
-    shown = present.show_manifest("nvidia-device-plugin", settings, keep=keep)
+    keep = ["rayVersion", "spec.headGroupSpec.rayStartParams"]
+    shown = present.show_manifest("raycluster", settings, keep=keep)
     doc = yaml.safe_load(shown.text)
-    assert doc["kind"] == "DaemonSet" and list(doc["spec"]["template"]["spec"]) == ["nodeSelector", "tolerations"]
-    full = present.show_manifest("nvidia-device-plugin", settings)
+    assert doc["kind"] == "RayCluster" and list(doc["spec"]) == ["rayVersion", "headGroupSpec"]
+    assert list(doc["spec"]["headGroupSpec"]) == ["rayStartParams"]
+    full = present.show_manifest("raycluster", settings)
     assert "containers" in full.text and "containers" not in shown.text
-    assert "manifests/01-daemonset-nvidia-device-plugin-daemonset.yaml" in shown.text
+    assert "manifests/03-raycluster-raytrain.yaml" in shown.text
     assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
     page = shown.mimebundle()["text/html"]
     assert "<details>" in page and html.escape("containers") in page.split("<details>")[1]

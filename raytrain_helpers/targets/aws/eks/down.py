@@ -228,8 +228,9 @@ class TeardownRows:
         a, k = settings.aws, settings.kubernetes
         return cls(
             raycluster=f"RayCluster {k.namespace}/{k.ray_cluster_name} and its pods",
-            operator=f"KubeRay operator ({OPERATOR_NAMESPACE}), its CRDs, namespace {k.namespace}",
-            plugins="device plugins (NVIDIA, EFA DaemonSets in kube-system)",
+            operator=f"KubeRay operator (its Helm release in {OPERATOR_NAMESPACE}; Helm keeps the ray.io CRDs until "
+            f"the cluster goes), namespace {k.namespace}",
+            plugins="device plugins (the NVIDIA and EFA Helm releases in kube-system)",
             nodegroup=f"GPU node group '{a.gpu_nodegroup_name}'",
             cluster=f"EKS cluster {a.cluster_name} (node groups, VPC, NAT gateway, eksctl stacks)",
         )

@@ -35,7 +35,7 @@ def checkpoint_row(settings: Settings, job: dict[str, Any] | None = None) -> tup
         return INFRA_CHECKPOINT, None, f"the job wrote its checkpoints to {storage_path or '?'}, not to S3"
     if not ckpt:
         return INFRA_CHECKPOINT, False, "the job reported no checkpoint"
-    bucket, _ = iam.parse_s3_uri(storage_path)
+    bucket, _ = iam.storage_bucket_and_prefix(storage_path)
     key = ckpt.removeprefix("s3://").removeprefix(f"{bucket}/").strip("/") + "/"
     try:
         s3 = aws_client.client(aws_client.session(settings.aws.region), "s3", settings.aws.region)

@@ -1,22 +1,14 @@
-"""The KubeRay operator on aws: found, installed (Helm chart ``kuberay-operator`` pinned to KUBERAY_VERSION when
-``helm`` is on PATH, else the rendered manifests plus the release's CRDs) on the system node, its readiness and
-image tag read, diagnosed when it is not Ready, and uninstalled by 08 (:func:`.kuberay.teardown`).
+"""The KubeRay operator on aws: found, installed with Helm (ray-project's chart ``kuberay-operator`` pinned to
+KUBERAY_VERSION, which brings the operator's RBAC and the ray.io CRDs) on the system node, its readiness and image
+tag read, diagnosed when it is not Ready, and uninstalled by 08 (:func:`.raycluster.teardown`).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import yaml
-
 from ....clients import helm
 from ....clients import kubernetes as kube
 from ....core.config import Settings
-from ....core.paths import REPO_ROOT
 from ....plan.kube_objects import (
-    PART_OF,
-    PART_OF_LABEL,
     container_of,
     labels,
     match_labels_selector,
@@ -25,7 +17,13 @@ from ....plan.kube_objects import (
     pod_problem,
     pod_template_spec,
 )
-from ....plan.raycluster import KUBERAY_HELM_REPO, OPERATOR_NAMESPACE, OPERATOR_RELEASE, render_operator
+from ....plan.raycluster import (
+    KUBERAY_HELM_REPO,
+    OPERATOR_CHART,
+    OPERATOR_NAMESPACE,
+    OPERATOR_RELEASE,
+    operator_helm_values,
+)
 
 CRD_API = "apiextensions.k8s.io/v1"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
@@ -39,59 +37,21 @@ def find_operator(client) -> dict | None:
     return deps[0] if deps else None
 
 
-def crd_dir(settings: Settings) -> Path | None:
-    """Where the release's CRD files are: RAYTRAIN_KUBERAY_CRDS, or <repo>/../shared/kuberay-crds/v<version>."""
-    env = os.environ.get("RAYTRAIN_KUBERAY_CRDS")
-    candidates = [Path(env)] if env else []
-    candidates.append(REPO_ROOT.parent / "shared" / "kuberay-crds" / f"v{settings.versions.kuberay_version}")
-    for folder in candidates:
-        if folder.is_dir() and any(folder.glob("ray.io_*.yaml")):
-            return folder
-    return None
-
-
-def install_crds(client, settings: Settings, *, log=print) -> None:
-    """Apply the release's CRD files unless the RayCluster CRD is there already."""
-    version = settings.versions.kuberay_version
-    if kube.get(client, CRD_API, "CustomResourceDefinition", RAYCLUSTER_CRD) is not None:
-        return
-    folder = crd_dir(settings)
-    if folder is None:
-        raise kube.K8sError(
-            f"the KubeRay CRDs are not installed and neither helm nor the CRD files of v{version} are here. Fix: "
-            f"install helm (the reference path), or set RAYTRAIN_KUBERAY_CRDS to a folder with "
-            f"ray.io_rayclusters.yaml/ray.io_rayjobs.yaml of v{version}, or run `kubectl apply --server-side -k "
-            f'"github.com/ray-project/kuberay/ray-operator/config/crd?ref=v{version}"`'
-        )
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    for path in sorted(folder.glob("ray.io_*.yaml")):
-        for crd in (x for x in yaml.load_all(path.read_text(), Loader=loader) if x):
-            crd.setdefault("metadata", {}).setdefault("labels", {})[PART_OF_LABEL] = PART_OF
-            kube.apply(client, crd)
-    log(f"applied the KubeRay v{version} CRDs from {folder}")
-
-
 def install_operator(client, settings: Settings, *, log=print) -> str:
-    """Install (or upgrade to) the pinned operator; returns how. Idempotent."""
+    """``helm upgrade --install`` of the pinned chart (idempotent); returns how."""
     version = settings.versions.kuberay_version
-    if helm.executable():
-        helm.upgrade_install(
-            client,
-            release=OPERATOR_RELEASE,
-            chart="kuberay-operator",
-            repo=KUBERAY_HELM_REPO,
-            version=version,
-            namespace=OPERATOR_NAMESPACE,
-            values={"nodeSelector": {"role": "system"}},
-            create_namespace=True,
-        )
-        log(f"helm: kuberay-operator {version} installed in {OPERATOR_NAMESPACE}")
-        return f"helm chart kuberay-operator {version}"
-    install_crds(client, settings, log=log)
-    for obj in render_operator(settings):
-        kube.apply(client, obj)
-    log(f"applied the KubeRay operator v{version} manifests ({OPERATOR_NAMESPACE})")
-    return f"rendered manifests (operator v{version})"
+    helm.upgrade_install(
+        client,
+        release=OPERATOR_RELEASE,
+        chart=OPERATOR_CHART,
+        repo=KUBERAY_HELM_REPO,
+        version=version,
+        namespace=OPERATOR_NAMESPACE,
+        values=operator_helm_values(settings),
+        create_namespace=True,
+    )
+    log(f"helm: {OPERATOR_CHART} {version} installed in {OPERATOR_NAMESPACE} as release {OPERATOR_RELEASE}")
+    return f"helm chart {OPERATOR_CHART} {version}"
 
 
 def deployment_ready(dep: dict | None) -> bool:
@@ -119,28 +79,37 @@ def diagnose_operator(client, dep: dict | None) -> list[str]:
     return out
 
 
+def is_tutorial_release(dep: dict | None) -> bool:
+    """The operator Deployment is the tutorial's Helm release (labelled by Helm, annotated with the release)."""
+    annotations = ((dep or {}).get("metadata") or {}).get("annotations") or {}
+    return (
+        labels(dep or {}).get("app.kubernetes.io/managed-by") == "Helm"
+        and annotations.get("meta.helm.sh/release-name") == OPERATOR_RELEASE
+    )
+
+
 def uninstall_operator(client, log) -> None:
+    """``helm uninstall`` of the tutorial's release; an operator that is not that release (someone else's) is kept.
+    The CRDs stay: Helm never deletes a chart's ``crds/`` (``eksctl delete cluster`` does)."""
     operator = find_operator(client)
     if operator is None:
         return
-    managed = labels(operator).get("app.kubernetes.io/managed-by")
-    if managed == "Helm" and helm.executable():
-        namespace = namespace_of(operator) or OPERATOR_NAMESPACE
-        helm.uninstall(client, OPERATOR_RELEASE, namespace)
-        log(f"helm uninstall {OPERATOR_RELEASE} -n {namespace}")
-    elif managed == "Helm":
-        log("the operator was installed with Helm but helm is not on PATH: deleting its objects")
+    if not is_tutorial_release(operator):
+        log(f"KubeRay operator {namespace_of(operator)}/{name_of(operator)} kept: not the tutorial's Helm release")
+        return
+    namespace = namespace_of(operator) or OPERATOR_NAMESPACE
+    helm.uninstall(client, OPERATOR_RELEASE, namespace)
+    log(f"helm uninstall {OPERATOR_RELEASE} -n {namespace}")
 
 
 __all__ = [
     "CRD_API",
     "RAYCLUSTER_CRD",
-    "crd_dir",
     "deployment_ready",
     "diagnose_operator",
     "find_operator",
-    "install_crds",
     "install_operator",
+    "is_tutorial_release",
     "operator_version",
     "uninstall_operator",
 ]

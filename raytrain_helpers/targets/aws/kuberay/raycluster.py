@@ -1,7 +1,7 @@
 """Step 04 on aws: the KubeRay operator and the RayCluster (and the job server that notebook 05 submits to).
 
-Install the KubeRay operator (:mod:`.kuberay_operator`: Helm chart ``kuberay-operator`` pinned to KUBERAY_VERSION
-when ``helm`` is on PATH, else the rendered manifests plus the release's CRDs) on the system node, create the
+Install the KubeRay operator with Helm (:mod:`.operator`: ray-project's chart ``kuberay-operator`` pinned to
+KUBERAY_VERSION, with its RBAC and CRDs) on the system node, create the
 namespace, check the rendered RayCluster (:func:`~raytrain_helpers.plan.raycluster.check_raycluster`) and the
 nodes' allocatable (:func:`.kuberay_pods.preflight`), apply it with server-side apply, and wait for the head to be
 Ready and every worker Running, showing each pod's events on the way (:mod:`.podwait`: the first start pulls the
@@ -24,8 +24,6 @@ from ....clients import kubernetes as kube
 from ....core.config import Settings
 from ....core.constants import DASHBOARD_PORT
 from ....plan.kube_objects import (
-    PART_OF,
-    PART_OF_LABEL,
     is_part_of_tutorial,
     name_of,
     namespace_of,
@@ -41,7 +39,6 @@ from ....plan.raycluster import (
     auth_secret_name,
     render_namespace,
     render_network_policies,
-    render_operator,
     render_raycluster,
     spec_diff,
 )
@@ -51,12 +48,11 @@ from ..storage import state as storage_state
 from .operator import (
     CRD_API,
     RAYCLUSTER_CRD,
-    crd_dir,
     deployment_ready,
     diagnose_operator,
     find_operator,
-    install_crds,
     install_operator,
+    is_tutorial_release,
     operator_version,
     uninstall_operator,
 )
@@ -377,7 +373,7 @@ def _token_in_environment(token: str) -> Iterator[None]:
 
 
 def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: float, log) -> None:
-    """RayJob and RayCluster (waiting for their pods), the operator, its CRDs, then the namespace if ours."""
+    """RayJob and RayCluster (waiting for their pods), the operator's Helm release, then the namespace if ours."""
     namespace, name = settings.kubernetes.namespace, settings.kubernetes.ray_cluster_name
     kube.delete(client, RAY_API, "RayJob", f"{name}-job", namespace)
     kube.delete(client, RAY_API, "RayCluster", name, namespace)
@@ -389,12 +385,6 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
         if is_part_of_tutorial(kube.get(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)):
             kube.delete(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)
     uninstall_operator(client, log)
-    for obj in reversed(render_operator(settings)):
-        kube.delete(client, obj["apiVersion"], obj["kind"], name_of(obj), namespace_of(obj))
-    for crd in kube.list_objects(
-        client, CRD_API, "CustomResourceDefinition", label_selector=f"{PART_OF_LABEL}={PART_OF}"
-    ):
-        kube.delete(client, CRD_API, "CustomResourceDefinition", name_of(crd))
     if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
         kube.delete(client, "v1", "Namespace", namespace)
 
@@ -406,7 +396,7 @@ def _still_present(client, settings: Settings) -> tuple[bool, list[tuple[str, st
         left.append(("RayCluster " + name, "STILL PRESENT"))
     if cluster_pods(client, settings):
         left.append((f"pods ray.io/cluster={name}", "STILL PRESENT"))
-    if find_operator(client) is not None:
+    if is_tutorial_release(find_operator(client)):
         left.append(("KubeRay operator Deployment", "STILL PRESENT"))
     if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
         left.append((f"Namespace {namespace}", "STILL PRESENT"))
@@ -465,13 +455,12 @@ __all__ = [
     "cluster_pods",
     "cluster_selector",
     "crash_looping",
-    "crd_dir",
     "deployment_ready",
     "diagnose_cluster",
     "diagnose_operator",
     "find_operator",
     "head_pod",
-    "install_crds",
+    "is_tutorial_release",
     "install_operator",
     "cluster_token",
     "job_server",

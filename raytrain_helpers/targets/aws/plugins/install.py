@@ -1,13 +1,12 @@
 """Step 03 on aws: the device plugins that make GPUs and EFA schedulable.
 
 Install the NVIDIA device plugin (NVIDIA_DEVICE_PLUGIN_VERSION) and the AWS EFA device plugin
-(EFA_DEVICE_PLUGIN_VERSION, eks-charts) as DaemonSets on the ``role=gpu-worker`` nodes - with Helm at the
-pinned chart versions when ``helm`` is on PATH, else the rendered manifests through the Kubernetes API -
-then wait until every GPU node advertises ``nvidia.com/gpu = GPUS_PER_NODE`` and
-``vpc.amazonaws.com/efa >= 1`` as allocatable. A deployed release is not evidence; the allocatable is.
-On timeout the DaemonSets are diagnosed against the nodes (selectors, allowlist, taints, pod states).
-eksctl's own EFA plugin is replaced first, and the step fails while two plugins serve one node or the tutorial's
-own plugin pods are not Ready (:mod:`.device_owners`).
+(EFA_DEVICE_PLUGIN_VERSION, eks-charts) as DaemonSets on the ``role=gpu-worker`` nodes with Helm, the publishers'
+charts at the pinned versions (helm is a prerequisite of the aws path: the preflight says so), then wait until
+every GPU node advertises ``nvidia.com/gpu = GPUS_PER_NODE`` and ``vpc.amazonaws.com/efa >= 1`` as allocatable. A
+deployed release is not evidence; the allocatable is. On timeout the DaemonSets are diagnosed against the nodes
+(selectors, the chart's allowlist, taints, pod states). eksctl's own EFA plugin is replaced first, and the step
+fails while two plugins serve one node or the tutorial's own plugin pods are not Ready (:mod:`.owners`).
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ from typing import Any
 from ....clients import helm
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
-from ....core.validation import ConfigError
 from ....plan.kube_objects import (
     EFA_RESOURCE,
     GPU_RESOURCE,
-    is_part_of_tutorial,
     labels,
     match_labels_selector,
     name_of,
@@ -32,7 +29,7 @@ from ....plan.kube_objects import (
     selector_misses,
     untolerated_taint_texts,
 )
-from ....plan.plugins import CHARTS, NAMESPACE, helm_values, render_plugins
+from ....plan.plugins import CHARTS, NAMESPACE, helm_values
 from ...base import PluginsResult
 from . import owners
 
@@ -282,22 +279,10 @@ def diagnose(client, settings: Settings, nodes: list[dict] | None = None) -> lis
 # --------------------------------------------------------------------------------------------
 
 
-def _drop_stale_tutorial_daemonsets(client, keep: set[str], *, log) -> None:
-    """The tutorial's rendered DaemonSets under a name it no longer uses (an earlier install): one plugin per node."""
-    for dss in find_daemonsets(client).values():
-        for ds in dss:
-            if owners.owner(ds) == owners.TUTORIAL and not owners.is_helm(ds) and name_of(ds) not in keep:
-                kube.delete(client, "apps/v1", "DaemonSet", name_of(ds), NAMESPACE)
-                log(f"deleted DaemonSet {NAMESPACE}/{name_of(ds)} (the tutorial's, under an earlier name)")
-
-
-def _install_with_helm(client, settings: Settings, rendered: list[dict], *, log) -> str:
-    live = {name_of(d): d for d in kube.list_objects(client, "apps/v1", "DaemonSet", NAMESPACE)}
-    # two plugins for one device on a node fight over it: drop what the manifest path applied before
-    for obj in rendered:
-        if is_part_of_tutorial(live.get(name_of(obj))):
-            kube.delete(client, "apps/v1", "DaemonSet", name_of(obj), NAMESPACE)
-            log(f"deleted DaemonSet {NAMESPACE}/{name_of(obj)} (rendered earlier; Helm replaces it)")
+def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
+    """Replace eksctl's EFA plugin, then ``helm upgrade --install`` both of the tutorial's (idempotent). Returns
+    (how, what was replaced)."""
+    replaced = owners.replace_eksctl_efa(client, log=log)
     values = helm_values(settings)
     for key, chart, version_field in CHARTS:
         version = getattr(settings.versions, version_field)
@@ -312,47 +297,11 @@ def _install_with_helm(client, settings: Settings, rendered: list[dict], *, log)
         )
         log(f"helm: {chart['chart']} {version} installed in {NAMESPACE} as release {chart['release']}")
     versions = settings.versions
-    return (
+    how = (
         f"helm charts nvidia-device-plugin {versions.nvidia_device_plugin_version}, aws-efa-k8s-device-plugin "
         f"{versions.efa_device_plugin_version}"
     )
-
-
-def _apply_rendered(client, rendered: list[dict], *, log) -> str:
-    helm_owned = {
-        key: ds
-        for key, ds in tutorial_daemonsets(find_daemonsets(client)).items()
-        if ds is not None and owners.is_helm(ds)
-    }
-    for obj in rendered:
-        key = owners.plugin_key(obj) or "efa"
-        if key in helm_owned:
-            log(
-                f"DaemonSet {NAMESPACE}/{name_of(helm_owned[key])} is the tutorial's Helm release: left as it is (no "
-                f"helm here to upgrade it; a second plugin would fight over the devices)"
-            )
-            continue
-        kube.apply(client, obj)
-        log(f"applied DaemonSet {NAMESPACE}/{name_of(obj)} (server-side apply)")
-    return "rendered manifests (server-side apply)"
-
-
-def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
-    """Replace eksctl's EFA plugin, then install both of the tutorial's (idempotent): Helm when on PATH, else the
-    rendered DaemonSets. Returns (how, what was replaced)."""
-    try:
-        rendered = render_plugins(settings)
-    except ConfigError:
-        if not helm.executable():
-            raise
-        rendered = []  # an EFA chart version without a known image tag: only Helm can install it
-    replaced = owners.replace_eksctl_efa(client, log=log)
-    _drop_stale_tutorial_daemonsets(
-        client, {name_of(o) for o in rendered} | {c["release"] for _, c, _ in CHARTS}, log=log
-    )
-    if helm.executable():
-        return _install_with_helm(client, settings, rendered, log=log), replaced
-    return _apply_rendered(client, rendered, log=log), replaced
+    return how, replaced
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,8 +309,23 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
 # --------------------------------------------------------------------------------------------
 
 
+def unreported_pods(client) -> list[str]:
+    """The tutorial's plugin pods the kubelet has not reported on yet (Pending, no container status): just created
+    by the install, neither Ready nor failed. The step waits for them before it judges which plugin serves a node."""
+    mine = [ds for dss in find_daemonsets(client).values() for ds in dss if owners.owner(ds) == owners.TUTORIAL]
+    selectors = [match_labels_selector(ds) for ds in mine]
+    out = []
+    for selector in filter(None, selectors):
+        for pod in kube.list_objects(client, "v1", "Pod", NAMESPACE, label_selector=selector):
+            status = pod.get("status") or {}
+            if status.get("phase") in (None, "Pending") and not status.get("containerStatuses"):
+                out.append(name_of(pod))
+    return out
+
+
 class _AllocatableProbe:
-    """One poll of :func:`devices`: the GPU nodes' allocatable, logged when it changes. It also ends the wait
+    """One poll of :func:`devices`: the GPU nodes' allocatable, logged when it changes; done once every GPU node
+    advertises its devices and the kubelet has reported on each of the tutorial's plugin pods. It also ends the wait
     when the same nodes are excluded by a DaemonSet on two polls in a row (labels or taints must change)."""
 
     def __init__(self, client, settings: Settings, log, t0: float):
@@ -380,7 +344,7 @@ class _AllocatableProbe:
         if line != self.last_line:
             self.log(f"  [{time.monotonic() - self.t0:5.0f}s] {line}")
             self.last_line = line
-        if done:
+        if done and not unreported_pods(self.client):
             return True, (nodes, rows)
         self.excluded[:] = [self.excluded[1], excluded_nodes(self.client, self.settings, nodes)]
         return self.hopeless, (nodes, rows)
@@ -422,7 +386,7 @@ def devices(
     log=print,
 ) -> PluginsResult:
     """Notebook 03 on aws. ``assume_yes`` is accepted for symmetry: the only object deleted that the tutorial did
-    not create is eksctl's EFA plugin, which it replaces (module docstring of :mod:`.device_owners`)."""
+    not create is eksctl's EFA plugin, which it replaces (module docstring of :mod:`.owners`)."""
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
@@ -477,18 +441,13 @@ def status(settings: Settings, *, client=None) -> PluginsResult:
 
 
 def _delete_plugins(client, *, log) -> None:
-    """The tutorial's own plugins only: its Helm releases (uninstalled) or its rendered DaemonSets."""
+    """The tutorial's own plugins only: its Helm releases, uninstalled."""
     for dss in find_daemonsets(client).values():
         for ds in dss:
-            if owners.owner(ds) != owners.TUTORIAL:
-                continue
-            if owners.is_helm(ds) and helm.executable():
+            if owners.owner(ds) == owners.TUTORIAL:
                 release = owners.helm_release(ds) or name_of(ds)
                 helm.uninstall(client, release, NAMESPACE)
                 log(f"helm uninstall {release} -n {NAMESPACE}")
-            else:
-                kube.delete(client, "apps/v1", "DaemonSet", name_of(ds), NAMESPACE)
-                log(f"deleted DaemonSet {NAMESPACE}/{name_of(ds)}")
 
 
 def _teardown_rows(found: dict[str, list[dict]]) -> list[tuple[str, str]]:
@@ -513,8 +472,8 @@ def teardown(
     client=None,
     log=print,
 ) -> PluginsResult:
-    """Delete the tutorial's two plugins (Helm releases or the rendered DaemonSets), verified by listing; a plugin
-    the tutorial did not install (eksctl's EFA copy re-created by a later node group) is kept. Never prompts."""
+    """Uninstall the tutorial's two plugins (its Helm releases), verified by listing; a plugin the tutorial did not
+    install (eksctl's EFA copy re-created by a later node group) is kept. Never prompts."""
     if not assume_yes:
         return PluginsResult(
             "aws",
@@ -560,4 +519,5 @@ __all__ = [
     "status",
     "teardown",
     "tutorial_daemonsets",
+    "unreported_pods",
 ]

@@ -8,7 +8,7 @@ pkg/addons/device_plugin.go ``applyDevicePlugin`` -> ``CreateOrReplace``, pkg/ad
 https://github.com/eksctl-io/eksctl/issues/8089). Its image is v0.5.4 and its instance-type allowlist lacks the p6
 and g7 types. Two plugins for one resource on a node register the same kubelet socket and the last to register
 wins, so step 03 replaces eksctl's copy deliberately: it deletes that DaemonSet (recognised by its name, its image
-and the absence of any Helm or tutorial label) and installs its own under another name, which eksctl's PUT never
+and the absence of Helm's labels) and installs its own Helm release under another name, which eksctl's PUT never
 touches. eksctl re-creates its copy at the next ``create nodegroup`` of an EFA node group: step 03, run again,
 replaces it again, and fails with a named fix while two plugins serve one node. Teardown removes only the
 tutorial's own plugins: eksctl's copy, when eksctl re-created it, goes with ``eksctl delete cluster``; a plugin
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....clients import kubernetes as kube
-from ....plan.kube_objects import is_part_of_tutorial, labels, name_of, pod_problem, pod_ready
+from ....plan.kube_objects import labels, name_of, pod_problem, pod_ready
 from ....plan.plugins import EFA_CHART, EKSCTL_EFA_DAEMONSET, EKSCTL_EFA_IMAGE_TAG, NAMESPACE, NVIDIA_CHART
 
 TUTORIAL, EKSCTL, OTHER = "the tutorial", "eksctl", "someone else"
@@ -54,21 +54,20 @@ def helm_release(ds: dict) -> str | None:
 
 
 def is_eksctl_efa(ds: dict) -> bool:
-    """eksctl's own EFA plugin: its name in kube-system, its image path, no Helm and no tutorial label (eksctl's
-    asset sets no metadata labels at all)."""
+    """eksctl's own EFA plugin: its name in kube-system, its image path, no Helm label (eksctl's asset sets no
+    metadata labels at all)."""
     return (
         name_of(ds) == EKSCTL_EFA_DAEMONSET
         and (ds.get("metadata") or {}).get("namespace", NAMESPACE) == NAMESPACE
         and not is_helm(ds)
-        and not is_part_of_tutorial(ds)
         and EKSCTL_IMAGE_PATH in images(ds)
     )
 
 
 def owner(ds: dict) -> str:
-    """Who installed a plugin DaemonSet: the tutorial (its label, or its own Helm release), eksctl, or someone else."""
+    """Who installed a plugin DaemonSet: the tutorial (its own Helm release), eksctl, or someone else."""
     key = plugin_key(ds)
-    if is_part_of_tutorial(ds) or (is_helm(ds) and key is not None and helm_release(ds) == RELEASES[key]):
+    if is_helm(ds) and key is not None and helm_release(ds) == RELEASES[key]:
         return TUTORIAL
     if is_eksctl_efa(ds):
         return EKSCTL

@@ -46,13 +46,6 @@ def settings(**params):
     return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **dict(dict(target="aws"), **params))
 
 
-@pytest.fixture(autouse=True)
-def _no_helm(monkeypatch):
-    monkeypatch.setenv(
-        "PATH", ":".join(p for p in __import__("os").environ["PATH"].split(":") if not Path(p, "helm").exists())
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # The worker pods' logs (06's NCCL audit on aws)
 # --------------------------------------------------------------------------------------------

@@ -126,17 +126,27 @@ def test_every_tool_present_and_recent_enough(tools, tmp_path, mocked_aws):
         (dict(eksctl="0.204.1"), "eksctl", "TOO OLD"),
         (dict(aws="aws-cli/2.12.2 Python/3.11.4 Linux/6.1 exe/x86_64.amzn.2023"), "AWS CLI (aws)", "TOO OLD"),
         (dict(aws="aws-cli/1.27.159 Python/3.9.16 Linux/6.1 botocore/1.29.159"), "AWS CLI (aws)", "TOO OLD"),
-        (dict(aws="aws-cli/1.27.160 Python/3.9.16 Linux/6.1 botocore/1.29.160"), "AWS CLI (aws)", "ok"),
+        (dict(aws=AWS_V1), "AWS CLI (aws)", "TOO OLD"),
+        (dict(helm="v2.17.0+ga690bad"), "helm", "TOO OLD"),
         (dict(aws="Segmentation fault"), "AWS CLI (aws)", "unknown"),
     ],
 )
 def test_a_too_old_or_unreadable_tool_is_named(tools, tmp_path, outputs, what, status):
-    tools(**{"aws": AWS_V2, "eksctl": EKSCTL_MIN_VERSION, **outputs})
+    tools(**{"aws": AWS_V2, "eksctl": EKSCTL_MIN_VERSION, "helm": "v3.16.3+gcfd0749", **outputs})
     row = _rows(make_settings(tmp_path))[what]
     assert row.status == status
     assert row.blocks == (status not in ("ok", "unknown"))
     if status == "TOO OLD":
-        assert row.fix.startswith("install")
+        assert (
+            "install" in row.fix and {"AWS CLI (aws)": "v2", "helm": "helm 3+", "eksctl": "eksctl >="}[what] in row.fix
+        )
+
+
+def test_aws_cli_v1_is_refused_with_the_v2_install(tools, tmp_path):
+    tools(aws=AWS_V1, eksctl=EKSCTL_MIN_VERSION, helm="v3.16.3+gcfd0749")
+    row = _rows(make_settings(tmp_path))["AWS CLI (aws)"]
+    assert (row.found, row.needed, row.status, row.blocks) == ("1.45.11", "v2 >= 2.12.3", "TOO OLD", True)
+    assert "v1" in row.fix and "pip uninstall awscli" in row.fix and "awscli-exe-linux-x86_64.zip" in row.fix
 
 
 def test_missing_tools_and_which_of_them_stop_the_run(tools, tmp_path):
@@ -145,7 +155,7 @@ def test_missing_tools_and_which_of_them_stop_the_run(tools, tmp_path):
     assert {w: (r.status, r.blocks) for w, r in rows.items()} == {
         "AWS CLI (aws)": ("MISSING", True),
         "eksctl": ("MISSING", True),
-        "helm": ("MISSING", False),  # the rendered manifests are applied instead
+        "helm": ("MISSING", True),  # steps 03 and 04 install with it
         "kubectl": ("MISSING", False),  # the tutorial talks to the API itself
     }
 
@@ -194,7 +204,7 @@ def test_a_quota_below_the_node_groups_is_short_with_the_request_command(tools, 
 
 
 def test_an_unreadable_quota_is_unknown_and_does_not_stop_the_run(tools, tmp_path, mocked_aws):
-    tools(aws=AWS_V2, eksctl="0.230.0")
+    tools(aws=AWS_V2, eksctl="0.230.0", helm="v3.16.3+gcfd0749")
     mocked_aws.deny.add(f"quotas:{R}")
     res = pf.preflight(make_settings(tmp_path))
     row = next(r for r in res.rows if r.what.startswith("G and VT"))
@@ -205,10 +215,14 @@ def test_check_prints_one_table_and_its_exit_code_follows_the_required_rows(tool
     make_settings(tmp_path)  # copies env.yaml into tmp_path
     env = ["--env-file", str(tmp_path / "env.yaml")]
     tools(aws=AWS_V2, eksctl="0.230.0")
-    assert cli.main(["check", "--target", "aws", *env]) == 0  # helm and kubectl missing: optional
+    assert cli.main(["check", "--target", "aws", *env]) == 1  # helm missing: 03 and 04 install with it
     out = capsys.readouterr().out
     assert out.count("What the aws path needs on this machine") == 1
-    assert "Fix helm:" in out and "preflight (aws): OK" in out
+    assert "Fix helm: install helm 3+" in out and "helm: MISSING" in out
+    tools(helm="v3.16.3+gcfd0749")
+    assert cli.main(["check", "--target", "aws", *env]) == 0  # kubectl missing: optional
+    out = capsys.readouterr().out
+    assert "Fix kubectl:" in out and "preflight (aws): OK" in out
     tools(eksctl="0.204.0")
     assert cli.main(["check", "--target", "aws", *env]) == 1
     out = capsys.readouterr().out

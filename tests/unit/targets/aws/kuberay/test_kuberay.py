@@ -2,7 +2,8 @@
 stand-in (06's infrastructure rows: jobs/test_rows.py).
 
 The stand-in serves the real REST paths, server-side apply and the exec/portforward websockets, so the
-client code runs unchanged. What only the stand-in (not a real EKS) proves: the KubeRay operator's
+client code runs unchanged; the fake helm (tests/fakes/helm.py), first on PATH, installs the operator's chart
+into it. What only the stand-in (not a real EKS) proves: the KubeRay operator's
 behaviour (pods from the RayCluster), the kubelet/device-plugin registration and the scheduler's choices
 are simulated from the nodes' labels, taints and allocatable.
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +24,6 @@ from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import raycluster as plan
-from raytrain_helpers.targets.aws.kuberay import operator as kuberay_operator
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
 from tests.schemas import kuberay_crds
@@ -45,7 +43,8 @@ def settings(**params):
 
 
 @pytest.fixture(autouse=True)
-def _no_helm(monkeypatch):
+def _only_the_fake_helm(monkeypatch):
+    """No helm of this machine: the stand-in (set_env=True) puts the fake one first on PATH."""
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
 
 
@@ -58,8 +57,8 @@ def names(st, ns="ray-train"):
 # --------------------------------------------------------------------------------------------
 
 
-def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys, kuberay_crds_dir):
-    # without helm the operator is installed from the release's CRD files (RAYTRAIN_KUBERAY_CRDS: kuberay_crds_dir)
+def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys):
+    # helm installs the operator's chart: its CRDs first, then the Deployment
     s = settings()
     with standin("healthy", set_env=True, **READY) as st:
         r = kuberay.raycluster(s, **FAST)
@@ -262,35 +261,37 @@ def test_broken_manifest_is_never_applied(monkeypatch):
         assert st.cluster.applied == []
 
 
-def test_operator_without_helm_or_crds_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(kuberay_operator, "crd_dir", lambda settings: None)
+def test_operator_without_helm_is_a_clear_error():
     s = settings()
-    with standin("healthy", set_env=True, **READY) as st:
+    with standin("healthy", set_env=True, helm=False, **READY) as st:
         r = kuberay.raycluster(s, **FAST)
-        assert not r.ok and "CRDs are not installed" in r.message and "kubectl apply --server-side" in r.message
+        assert not r.ok and "helm is not on PATH" in r.message and "https://helm.sh/docs/intro/install/" in r.message
         assert st.cluster.applied == []
 
 
 def test_operator_with_helm(tmp_path, monkeypatch):
     log = tmp_path / "helm.log"
-    exe = tmp_path / "bin" / "helm"
-    exe.parent.mkdir()
-    exe.write_text(
-        f"#!{sys.executable}\nimport json,sys\nopen({str(log)!r},'a').write(json.dumps(sys.argv[1:])+'\\n')\n"
-    )
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_HELM_LOG", str(log))
     s = settings()
-    with standin("healthy", set_env=True, **READY):
-        r = kuberay.raycluster(s, **SHORT)
-    args = json.loads(log.read_text().splitlines()[0])
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.raycluster(s, **FAST)
+        dep = st.get("apps/v1", "deployments", "kuberay-operator", "kuberay-system")
+    args = json.loads(log.read_text().splitlines()[0])["args"]
     assert args[:4] == ["upgrade", "--install", "kuberay-operator", "kuberay-operator"]
     assert args[args.index("--version") + 1] == "1.7.0"
     assert args[args.index("--namespace") + 1] == "kuberay-system" and "--create-namespace" in args
     assert args[args.index("--repo") + 1] == "https://ray-project.github.io/kuberay-helm/"
-    # the fake helm installs nothing: the step says so instead of waiting for pods
-    assert not r.ok and "operator not ready" in r.message
-    assert any("not found" in d for d in r.diagnosis)
+    assert r.ok and r.install_method == "helm chart kuberay-operator 1.7.0"
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"role": "system"}
+
+
+def test_a_failed_operator_install_is_reported_and_nothing_else_applied(monkeypatch):
+    monkeypatch.setenv("FAKE_HELM_FAIL", "kuberay-operator")
+    s = settings()
+    with standin("healthy", set_env=True, **READY) as st:
+        r = kuberay.raycluster(s, **FAST)
+        assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
+    assert not r.ok and "helm upgrade --install kuberay-operator failed (1)" in r.message
 
 
 def test_operator_version_reads_the_image_tag():
@@ -369,7 +370,7 @@ def test_job_server_needs_a_ready_head():
 # --------------------------------------------------------------------------------------------
 
 
-def test_teardown_deletes_in_order_and_verifies(kuberay_crds_dir):
+def test_teardown_deletes_in_order_and_verifies():
     s = settings()
     with standin("healthy", set_env=True, **READY) as st:
         assert kuberay.raycluster(s, **FAST).ok
@@ -381,7 +382,9 @@ def test_teardown_deletes_in_order_and_verifies(kuberay_crds_dir):
         assert st.get("ray.io/v1", "rayclusters", "raytrain", "ray-train") is None
         assert st.objects("apps/v1", "deployments") == []
         assert st.get("v1", "namespaces", "ray-train") is None and st.get("v1", "namespaces", "kube-system")
-        assert st.get("apiextensions.k8s.io/v1", "customresourcedefinitions", "rayclusters.ray.io") is None
+        # the chart's CRDs stay: Helm never deletes crds/ (eksctl delete cluster does)
+        assert st.get("apiextensions.k8s.io/v1", "customresourcedefinitions", "rayclusters.ray.io") is not None
+        assert st.get("v1", "configmaps", "sh.helm.release.v1.kuberay-operator.v1", "kuberay-system") is None
         assert len(st.objects("apps/v1", "daemonsets", "kube-system")) == 2  # plugins are not kuberay's
         deletes = [p for m, p in st.cluster.requests if m == "DELETE"]
         assert deletes.index(next(p for p in deletes if "/rayclusters/" in p)) < deletes.index(

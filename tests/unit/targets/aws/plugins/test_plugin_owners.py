@@ -27,8 +27,8 @@ OURS = "raytrain-aws-efa-k8s-device-plugin"
 
 
 @pytest.fixture(autouse=True)
-def _no_helm(monkeypatch):
-    """No helm on PATH (the rendered-manifest path) unless a test adds the fake one."""
+def _only_the_fake_helm(monkeypatch):
+    """No helm of this machine: the stand-in (set_env=True) puts the fake one first on PATH."""
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
 
 
@@ -76,7 +76,7 @@ def test_eksctls_efa_plugin_is_replaced_and_replaced_again_after_a_new_node_grou
 
         r = plugins.devices(s, **FAST)
         assert r.ok, (r.message, r.diagnosis)
-        assert daemonset_names(st) == {"nvidia-device-plugin-daemonset", OURS}
+        assert daemonset_names(st) == {"nvidia-device-plugin", OURS}
         assert [row["efa"] for row in r.serving] == [f"{OURS} (tutorial, v0.5.20)"] * 2
         assert any(
             "replaced eksctl's EFA device plugin kube-system/aws-efa-k8s-device-plugin (image v0.5.4" in n
@@ -148,16 +148,17 @@ def test_find_daemonsets_keeps_every_match():
             st.mutate(lambda c: c.put(eksctl_efa_daemonset()))
             found = plugins.find_daemonsets(api)
     assert sorted(d["metadata"]["name"] for d in found["efa"]) == ["aws-efa-k8s-device-plugin", "efa-by-hand", OURS]
-    assert [d["metadata"]["name"] for d in found["nvidia"]] == ["nvidia-device-plugin-daemonset"]
+    assert [d["metadata"]["name"] for d in found["nvidia"]] == ["nvidia-device-plugin"]
 
 
 def test_helm_path_replaces_eksctls_copy_before_installing_its_own_release(tmp_path, monkeypatch):
-    log = fake_helm(tmp_path, monkeypatch)  # records its argv and succeeds (installs nothing)
+    log = fake_helm(tmp_path, monkeypatch)  # records each call
     s = settings()
     with standin("healthy", **EKSCTL) as st:
         with kube.using_client(s) as api:
             method, replaced = plugins.install(api, s, log=QUIET)
         assert method.startswith("helm charts") and len(replaced) == 1
-        assert "aws-efa-k8s-device-plugin" not in daemonset_names(st)  # Helm never meets eksctl's object
+        # eksctl's object went before the install; Helm never meets it
+        assert daemonset_names(st) == {"nvidia-device-plugin", OURS}
     releases = [c["args"][2] for c in helm_calls(log)]
     assert releases == ["nvidia-device-plugin", OURS]

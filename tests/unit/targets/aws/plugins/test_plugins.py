@@ -1,10 +1,10 @@
-"""targets.aws.plugins.install: the device-plugin step, status and teardown against the Kubernetes API stand-in."""
+"""targets.aws.plugins.install: the device-plugin step, status and teardown against the Kubernetes API stand-in and
+the fake helm (tests/fakes/helm.py: what helm does to a cluster for the pinned charts), which the stand-in puts first
+on PATH."""
 
 from __future__ import annotations
 
 import json
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -29,26 +29,16 @@ def settings(**params):
 
 
 @pytest.fixture(autouse=True)
-def _no_helm(monkeypatch, tmp_path):
-    """By default no helm on PATH (the rendered-manifest path); tests that want helm add a fake one."""
+def _only_the_fake_helm(monkeypatch):
+    """No helm of this machine: the stand-in (set_env=True) puts the fake one first on PATH."""
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     yield
 
 
 def fake_helm(tmp_path: Path, monkeypatch) -> Path:
-    """A `helm` that records its argv and the values files it is given, and succeeds."""
+    """Record every call of the fake helm (its argv and the values files it is given) in the returned file."""
     log = tmp_path / "helm.log"
-    exe = tmp_path / "bin" / "helm"
-    exe.parent.mkdir()
-    exe.write_text(f"""#!{sys.executable}
-import json, sys
-args = sys.argv[1:]
-vals = [open(args[i + 1]).read() for i, a in enumerate(args) if a == "-f"]
-with open({str(log)!r}, "a") as f:
-    f.write(json.dumps({{"args": args, "values": vals}}) + "\\n")
-""")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_HELM_LOG", str(log))
     return log
 
 
@@ -61,19 +51,16 @@ def test_healthy_install_waits_for_allocatable():
     with standin("healthy", set_env=True, delay_s=0.3) as st:
         r = plugins.devices(s, **FAST)
         assert r.ok, (r.message, r.diagnosis)
-        assert r.install_method.startswith("rendered manifests")
+        assert r.install_method == "helm charts nvidia-device-plugin 0.20.0, aws-efa-k8s-device-plugin v0.5.30"
         assert [row["gpus"] for row in r.nodes] == [4, 4] and all(row["efa"] >= 1 for row in r.nodes)
-        assert {d["name"]: d["desired"] for d in r.daemonsets} == {
-            "nvidia-device-plugin-daemonset": 2,
-            "raytrain-aws-efa-k8s-device-plugin": 2,
+        assert {d["name"]: (d["desired"], d["owner"]) for d in r.daemonsets} == {
+            "nvidia-device-plugin": (2, "the tutorial"),
+            "raytrain-aws-efa-k8s-device-plugin": (2, "the tutorial"),
         }
-        # it really waited: the stand-in's plugins register 0.3 s after the apply
+        # it really waited: the stand-in's plugins register 0.3 s after the install
         assert r.elapsed_s >= 0.25
-        applied = [(k, n) for k, _, n in st.cluster.applied]
-        assert applied == [
-            ("DaemonSet", "nvidia-device-plugin-daemonset"),
-            ("DaemonSet", "raytrain-aws-efa-k8s-device-plugin"),
-        ]
+        applied = [(k, n) for k, _, n in st.cluster.applied if k == "DaemonSet"]
+        assert applied == [("DaemonSet", "nvidia-device-plugin"), ("DaemonSet", "raytrain-aws-efa-k8s-device-plugin")]
         # idempotent: a second run re-applies and changes nothing
         pods_before = sorted(p["metadata"]["name"] for p in st.objects("v1", "pods", "kube-system"))
         r2 = plugins.devices(s, **FAST)
@@ -116,18 +103,19 @@ def test_instance_type_outside_the_efa_allowlist():
         r = plugins.devices(s, **SHORT)
     assert not r.ok
     desired = {d["name"]: d["desired"] for d in r.daemonsets}
-    assert desired == {"nvidia-device-plugin-daemonset": 2, "raytrain-aws-efa-k8s-device-plugin": 0}
+    assert desired == {"nvidia-device-plugin": 2, "raytrain-aws-efa-k8s-device-plugin": 0}
     text = "\n".join(r.diagnosis)
     assert "EFA device plugin" in text and "g6.4xlarge is not in the EFA plugin's allowlist" in text
     assert "NVIDIA device plugin: DaemonSet" not in text
 
 
-def test_helm_path_pins_chart_versions_and_diagnoses_the_gpu_present_label(tmp_path, monkeypatch):
+def test_helm_installs_the_pinned_charts_with_the_tutorials_values(tmp_path, monkeypatch):
     log = fake_helm(tmp_path, monkeypatch)
     s = settings()
-    # the charts as a default-values helm install leaves them: NVIDIA's affinity wants nvidia.com/gpu.present
-    with standin("healthy", set_env=True, delay_s=0.05, plugins_installed=True, chart_style_plugins=True):
-        r = plugins.devices(s, **SHORT)
+    # a release installed with the chart's default values: NVIDIA's affinity wants nvidia.com/gpu.present
+    with standin("healthy", set_env=True, delay_s=0.05, plugins_installed=True, chart_style_plugins=True) as st:
+        r = plugins.devices(s, **FAST)
+        nv_ds = st.get("apps/v1", "daemonsets", "nvidia-device-plugin", "kube-system")
     calls = helm_calls(log)
     assert [c["args"][:3] for c in calls] == [
         ["upgrade", "--install", "nvidia-device-plugin"],
@@ -147,10 +135,37 @@ def test_helm_path_pins_chart_versions_and_diagnoses_the_gpu_present_label(tmp_p
         "nvidia.com/gpu",
         "aws.amazon.com/efa",
     }
-    assert r.install_method.startswith("helm charts")
-    assert not r.ok  # the fake helm changed nothing: the pre-existing chart-style NVIDIA DS stays at 0
-    text = "\n".join(r.diagnosis)
+    # the upgrade with the tutorial's values took the chart's default affinity away: every GPU node is served
+    assert r.ok, (r.message, r.diagnosis)
+    assert "affinity" not in nv_ds["spec"]["template"]["spec"]
+
+
+def test_the_charts_default_nvidia_affinity_is_diagnosed():
+    from raytrain_helpers.clients import kubernetes as kube
+
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, plugins_installed=True, chart_style_plugins=True):
+        with kube.using_client(s, None) as api:
+            text = "\n".join(plugins.diagnose(api, s))
     assert "nvidia.com/gpu.present label is missing" in text
+
+
+def test_without_helm_the_step_fails_with_the_install_fix(tmp_path, monkeypatch):
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05, helm=False) as st:
+        r = plugins.devices(s, **SHORT)
+        assert st.objects("apps/v1", "daemonsets", "kube-system") == []
+    assert not r.ok
+    assert "helm is not on PATH" in r.message and "https://helm.sh/docs/intro/install/" in r.message
+
+
+def test_a_failed_helm_install_is_reported_with_helms_message(monkeypatch):
+    monkeypatch.setenv("FAKE_HELM_FAIL", "aws-efa-k8s-device-plugin")
+    with standin("healthy", set_env=True, delay_s=0.05):
+        r = plugins.devices(settings(), **SHORT)
+    assert not r.ok
+    assert "helm upgrade --install raytrain-aws-efa-k8s-device-plugin failed (1)" in r.message
+    assert "INSTALLATION FAILED" in r.message
 
 
 def test_crashing_plugin_is_reported():

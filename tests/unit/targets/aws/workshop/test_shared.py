@@ -57,7 +57,7 @@ def test_an_attendee_without_yes_or_asking_for_the_node_group_is_refused(no_clus
     assert "aws.shared_cluster" in shared.plugins_teardown(s, assume_yes=True).message
 
 
-def test_an_attendees_04_needs_the_facilitators_operator_and_installs_none(kuberay_crds_dir, no_cluster_wide):
+def test_an_attendees_04_needs_the_facilitators_operator_and_installs_none(no_cluster_wide):
     with standin("healthy", set_env=True, plugins_installed=True, delay_s=0.1) as st:
         res = shared.raycluster(settings("ann"), **FAST)
         assert not res.ok and "aws.shared_cluster" in res.message and "KubeRay operator" in res.message
@@ -71,7 +71,7 @@ def test_an_attendees_03_only_reads(no_cluster_wide):
         assert st.objects("apps/v1", "daemonsets", "kube-system") == []
 
 
-def test_an_attendees_08_deletes_only_their_own_objects(kuberay_crds_dir, no_cluster_wide):
+def test_an_attendees_08_deletes_only_their_own_objects(no_cluster_wide):
     ann, bob = settings("ann", gpu_node_count=1), settings("bob", gpu_node_count=1)
     with standin("healthy", set_env=True, **READY_OP) as st:
         assert kuberay.raycluster(ann, **FAST).ok
@@ -91,7 +91,7 @@ def test_an_attendees_08_deletes_only_their_own_objects(kuberay_crds_dir, no_clu
         assert for_settings(ann).teardown(ann, assume_yes=True).ok  # idempotent
 
 
-def test_the_facilitator_installs_only_the_operator_and_an_attendee_cannot(kuberay_crds_dir):
+def test_the_facilitator_installs_only_the_operator_and_an_attendee_cannot():
     with standin("healthy", set_env=True, plugins_installed=True, delay_s=0.05) as st:
         res = shared.operator(settings("ann"), poll_s=0.05, log=QUIET)
         assert not res.ok and "aws.shared_cluster" in res.message and st.objects("apps/v1", "deployments") == []
