@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.schemas import kuberay_crds
-
 # The test command installs without compiling the 25,000 modules of the environment up front (that took about 50 s
 # of the 2-core machine, most of them never imported): the suite's processes (xdist workers, the Ray clusters they
 # start, notebook kernels) write the bytecode of what they import, once, even where PYTHONDONTWRITEBYTECODE is set.
@@ -42,15 +40,6 @@ AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
-
-
-@pytest.fixture
-def kuberay_crds_dir(monkeypatch) -> Path:
-    """The CRD files of the pinned KubeRay release (KUBERAY_VERSION) shipped in ``schemas/``, handed to the aws
-    step's install without helm through RAYTRAIN_KUBERAY_CRDS."""
-    d = kuberay_crds()
-    monkeypatch.setenv("RAYTRAIN_KUBERAY_CRDS", str(d))
-    return d
 
 
 #: A skip reason that names a path of the repository, or beside it: the repository ships every file its tests read

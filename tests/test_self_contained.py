@@ -24,10 +24,7 @@ BESIDE = re.compile(
 )
 #: Files that still look beside the repository, each with what it looks for there. An entry whose file no longer
 #: does fails the test below, so the list only shrinks.
-STILL_LOOKS_BESIDE = {
-    # the aws KubeRay step without helm: RAYTRAIN_KUBERAY_CRDS first, then <repo>/../shared/kuberay-crds
-    "raytrain_helpers/targets/aws/kuberay/operator.py": "the KubeRay CRDs for an install without helm",
-}
+STILL_LOOKS_BESIDE: dict[str, str] = {}
 
 
 def _files() -> list[str]:

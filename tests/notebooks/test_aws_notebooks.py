@@ -41,7 +41,6 @@ from tests.conftest import TEST_LOCAL  # noqa: E402
 from tests.fakes.aws.moto_env import FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_SESSION_TOKEN, moto_server  # noqa: E402
 from tests.fakes.k8s_standin import ray_worker_logs, standin  # noqa: E402
 from tests.helpers import notebook_outputs  # noqa: E402
-from tests.schemas import kuberay_crds  # noqa: E402
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -111,7 +110,6 @@ def env(work):
         if k.startswith("RAYTRAIN_") or k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             mp.delenv(k)
     mp.setenv("RAYTRAIN_RUNS_DIR", str(work / "runs"))
-    mp.setenv("RAYTRAIN_KUBERAY_CRDS", str(kuberay_crds()))  # 04 installs the operator without helm from these
     mp.setenv("PYTHONPATH", os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     yield mp
     mp.undo()

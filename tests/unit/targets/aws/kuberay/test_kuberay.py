@@ -393,7 +393,7 @@ def test_teardown_deletes_in_order_and_verifies():
         assert kuberay.teardown(s, assume_yes=True, timeout_s=1, poll_s=0.05, log=QUIET).ok  # idempotent
 
 
-def test_teardown_in_a_namespace_the_tutorial_did_not_create_removes_only_its_policies(kuberay_crds_dir):
+def test_teardown_in_a_namespace_the_tutorial_did_not_create_removes_only_its_policies():
     s = settings()
     theirs = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"}
     theirs["metadata"] = {"name": "their-policy", "namespace": "ray-train"}
