@@ -198,11 +198,12 @@ def job_address(settings: Settings) -> tuple[str, Commands]:
     )
     secret = raycluster.auth_secret_name(k.ray_cluster_name)
     token = (
-        "the cluster's Ray token, which `ray job` sends (from the Secret KubeRay made; never typed or echoed)",
-        f'export RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$(kubectl -n {k.namespace} get secret {secret} '
+        "the cluster's Ray token, from the Secret KubeRay made (never typed or echoed)",
+        f'RAY_AUTH_TOKEN="$(kubectl -n {k.namespace} get secret {secret} '
         f"-o jsonpath='{{.data.{raycluster.AUTH_TOKEN_KEY}}}' | base64 -d)\"",
     )
-    return f"http://{LOOPBACK}:{DASHBOARD_PORT}", [forward, token]
+    export = ("`ray job` sends it with every request", "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN")
+    return f"http://{LOOPBACK}:{DASHBOARD_PORT}", [forward, token, export]
 
 
 def exec_submit(settings: Settings) -> Commands:

@@ -387,7 +387,7 @@ def test_show_manifest_keeps_the_fields_asked_and_folds_the_rest(settings):
     assert list(doc["spec"]["headGroupSpec"]) == ["rayStartParams"]
     full = present.show_manifest("raycluster", settings)
     assert "containers" in full.text and "containers" not in shown.text
-    assert "manifests/03-raycluster-raytrain.yaml" in shown.text
+    assert "manifests/05-raycluster-raytrain.yaml" in shown.text
     assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
     page = shown.mimebundle()["text/html"]
     assert "<details>" in page and html.escape("containers") in page.split("<details>")[1]
