@@ -50,7 +50,9 @@ CALLS: dict[str, tuple[str, ...]] = {
         "eks:CreatePodIdentityAssociation",
         "eks:UpdatePodIdentityAssociation",
         "cloudformation:ListStacks",
+        "cloudformation:DescribeStacks",
         "cloudformation:DescribeStackEvents",
+        "cloudformation:DeleteStack",
         "autoscaling:DescribeScalingActivities",
         "ec2:DescribeSubnets",
         "ec2:DescribeNatGateways",
@@ -58,6 +60,8 @@ CALLS: dict[str, tuple[str, ...]] = {
         "ec2:DescribeRouteTables",
         "s3:HeadBucket",
         "s3:CreateBucket",
+        "s3:GetBucketPolicy",
+        "s3:PutBucketPolicy",
         "s3:GetBucketTagging",
         "s3:PutBucketTagging",
         "s3:GetPublicAccessBlock",
@@ -85,7 +89,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         "s3:DeleteObjects",
         "s3:DeleteBucket",
     ),
-    "preflight": ("iam:SimulatePrincipalPolicy",),
+    "preflight": ("iam:SimulatePrincipalPolicy", "eks:DescribeClusterVersions"),
 }
 
 _S3 = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_{}.html"
