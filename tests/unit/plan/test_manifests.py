@@ -276,7 +276,8 @@ def test_render_all_order_and_names():
     names = [n for n, _ in manifests.render_all(settings())]
     kinds = [o["kind"] for _, o in manifests.render_all(settings())]
     assert len(names) == len(set(names))
-    assert kinds[:3] == ["Namespace", "ServiceAccount", "RayCluster"]  # the Helm releases come before (03, 04)
+    # the Helm releases come before (03, 04); the default-deny and the Ray pods' allow before any pod exists
+    assert kinds[:5] == ["Namespace", "NetworkPolicy", "NetworkPolicy", "ServiceAccount", "RayCluster"]
     assert names[-1].startswith("alternatives/") and kinds[-1] == "RayJob"
     assert any(n.endswith("-raycluster-raytrain.yaml") for n in names)
     assert names == sorted(names[:-1]) + [names[-1]]  # file order = apply order
