@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +150,8 @@ def port_free(port: int, host: str) -> bool:
     return True
 
 
-def _socket_inodes(port: int) -> set[str]:
-    inodes = set()
+def tcp_sockets() -> Iterator[list[str]]:
+    """The rows of ``/proc/net/tcp`` and ``tcp6``, split in columns (local address at 1, state at 3, inode at 9)."""
     for name in ("tcp", "tcp6"):
         try:
             lines = (PROC / "net" / name).read_text().splitlines()[1:]
@@ -158,8 +159,15 @@ def _socket_inodes(port: int) -> set[str]:
             continue
         for line in lines:
             cols = line.split()
-            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] != "0":
-                inodes.add(cols[9])
+            if len(cols) > 9:
+                yield cols
+
+
+def _socket_inodes(port: int) -> set[str]:
+    inodes = set()
+    for cols in tcp_sockets():
+        if int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] != "0":
+            inodes.add(cols[9])
     return inodes
 
 
@@ -206,16 +214,10 @@ def listening(pids: list[int]) -> list[dict[str, Any]]:
     """The TCP sockets in LISTEN state (``0A``) held by these processes: address (``*`` = every interface), port,
     pid and program, from ``/proc/net/tcp{,6}`` and each process's open file descriptors."""
     socks: dict[str, tuple[str, int]] = {}
-    for name in ("tcp", "tcp6"):
-        try:
-            lines = (PROC / "net" / name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A":
-                host, port = cols[1].rsplit(":", 1)
-                socks[f"socket:[{cols[9]}]"] = (_addr(host), int(port, 16))
+    for cols in tcp_sockets():
+        if cols[3] == "0A":
+            host, port = cols[1].rsplit(":", 1)
+            socks[f"socket:[{cols[9]}]"] = (_addr(host), int(port, 16))
     out = []
     for pid in pids:
         try:
