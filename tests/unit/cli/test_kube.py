@@ -75,7 +75,8 @@ def test_render_writes_every_document_of_the_aws_path_and_each_parses(tmp_path):
         doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
         assert doc, name
     kinds = {yaml.safe_load((out / name).read_text())["kind"] for name in objects}
-    assert {"Namespace", "NetworkPolicy", "ServiceAccount", "RayCluster", "RayJob"} == kinds  # the rest are Helm releases' values
+    # the rest are Helm releases' values
+    assert {"Namespace", "NetworkPolicy", "ServiceAccount", "RayCluster", "RayJob"} == kinds
     assert yaml.safe_load((out / "helm/kuberay-operator.values.yaml").read_text()) == {
         "nodeSelector": {"role": "system"}
     }
