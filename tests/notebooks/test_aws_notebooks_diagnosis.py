@@ -45,9 +45,9 @@ pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(300)]
         ),
     ],
 )
-def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, env, work, monkeypatch):  # noqa: F811
-    with standin(scenario, context=CONTEXT, delay_s=0.05) as st:
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
+def test_03_04_fail_headless_with_the_diagnosis(scenario, notebook, diagnosis, env, work):  # noqa: F811
+    # set_env: KUBECONFIG at the stand-in and the fake helm (which 03 and 04 require) first on PATH, for the kernel
+    with standin(scenario, context=CONTEXT, delay_s=0.05, set_env=True):
         text = run_nb(notebook, work, fails=True)
     assert "AssertionError" in text and ("devices are not allocatable" in text or "RayCluster is not ready" in text)
     for d in diagnosis:
