@@ -144,3 +144,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in ORDERED_MODULES:
             item.add_marker(pytest.mark.xdist_group("local-ray"))
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The docs site, built once a run (``sphinx -W``): (the build's CompletedProcess, its output folder)."""
+    from tests.test_docs import sphinx
+
+    out = tmp_path_factory.mktemp("site")
+    return sphinx(REPO, REPO / "docs", out), out

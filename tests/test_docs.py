@@ -17,6 +17,9 @@ README = REPO / "README.md"
 #: [text](target) where target is not a URL: a path in the repository, maybe with a #fragment.
 LINK = re.compile(r"\[[^\]]*\]\((?!https?://|mailto:|#)([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+#: The site is built once a run (tests/conftest.py ``built_site``): this file checks the build, the browser test
+#: (tests/browser/test_site.py) reads the same pages, both on one xdist worker (``--dist loadgroup``).
+DOCS_SITE = "docs-site"
 
 
 def sphinx(src: Path, conf: Path, out: Path) -> subprocess.CompletedProcess:
@@ -30,8 +33,9 @@ def relative_links(md: Path) -> list[tuple[str, Path]]:
 
 
 @pytest.mark.slow
-def test_the_site_builds_without_a_warning(tmp_path):
-    r = sphinx(REPO, REPO / "docs", tmp_path)
+@pytest.mark.xdist_group(DOCS_SITE)
+def test_the_site_builds_without_a_warning(built_site):
+    r, tmp_path = built_site
     assert r.returncode == 0, r.stderr[-4000:]
     pages = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.html")}
     notebooks = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))

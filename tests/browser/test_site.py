@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.jupyterlab import CHROMIUM, missing
-from tests.test_docs import REPO, sphinx
+from tests.test_docs import DOCS_SITE
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group(DOCS_SITE)]
 
 #: What a learner reads as a block: highlighted code (input cells and listings), plain-text outputs, tables.
 BLOCKS = "article div.highlight pre, article div.cell_output pre, article div.output pre, article table"
@@ -36,11 +36,10 @@ OVERFLOW = """(selector) => {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(built_site):
     if missing():
         pytest.skip(missing())
-    out = tmp_path_factory.mktemp("site")
-    r = sphinx(REPO, REPO / "docs", out)
+    r, out = built_site
     assert r.returncode == 0, r.stderr[-4000:]
     return out
 
