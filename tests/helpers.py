@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 
+from raytrain_helpers.core import config
 from raytrain_helpers.core.config import PRESETS
 from raytrain_helpers.worker.job_config import JobConfig
 
@@ -90,3 +91,11 @@ def free_port() -> int:
     with socket.socket() as s:  # no such range here: any free port
         s.bind(("", 0))
         return s.getsockname()[1]
+
+
+def aws_settings(**params):
+    """The repository's env.yaml on the aws target, with ``params`` over it (no RAYTRAIN_* variables, no check of the
+    installed Ray): what the rendering and Kubernetes tests run with."""
+    base = dict(target="aws")
+    base.update(params)
+    return config.load(Path(__file__).resolve().parents[1] / "env.yaml", environ={}, check_installed_ray=False, **base)

@@ -10,18 +10,15 @@ from pathlib import Path
 import yaml
 
 from raytrain_helpers import cli
-from raytrain_helpers.core import config, loading
+from raytrain_helpers.core import loading
 from raytrain_helpers.plan import manifests
-from tests.helpers import fake_local_status, ray_node
+from tests.helpers import aws_settings, fake_local_status, ray_node
 from tests.schemas import eksctl_schema
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 def _cli(*args, cwd=REPO):

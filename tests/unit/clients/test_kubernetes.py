@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from raytrain_helpers.clients import kubernetes as kube
-from raytrain_helpers.core import config
 from raytrain_helpers.plan.kube_objects import name_of
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[3]
 QUIET = lambda *a: None  # noqa: E731
@@ -22,10 +22,7 @@ FAST = dict(timeout_s=5, poll_s=0.05, log=QUIET)
 READY_OP = dict(plugins_installed=True, operator_installed=True, delay_s=0.1)
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 @pytest.fixture(autouse=True)

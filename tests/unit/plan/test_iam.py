@@ -13,16 +13,14 @@ import pytest
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import iam, raycluster
 from raytrain_helpers.plan.memory import count_params
+from tests.helpers import aws_settings
 from tests.unit.plan.test_manifests import core_errors, crd_errors
 
 REPO = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 # --------------------------------------------------------------------------------------------

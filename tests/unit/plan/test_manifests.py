@@ -25,6 +25,7 @@ from raytrain_helpers.core import config
 from raytrain_helpers.plan import manifests, probes, raycluster
 from raytrain_helpers.plan.iam import render_service_account
 from raytrain_helpers.plan.kube_objects import quantity
+from tests.helpers import aws_settings
 from tests.schemas import kuberay_crds
 
 REPO = Path(__file__).resolve().parents[3]
@@ -38,10 +39,7 @@ def gib(q) -> float:
     return quantity(q) / 2**30
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raytrain_helpers.core import config
 from raytrain_helpers.plan import plugins
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 def test_helm_values_select_the_gpu_nodes_and_drop_the_nfd_affinity():

@@ -9,6 +9,7 @@ import pytest
 from raytrain_helpers.core import config
 from raytrain_helpers.plan import ray_pods, raycluster
 from raytrain_helpers.plan.kube_objects import quantity
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -21,10 +22,7 @@ def gib(q) -> float:
     return quantity(q) / 2**30
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 def _head(rc):

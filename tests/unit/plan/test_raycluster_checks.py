@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from raytrain_helpers.core import config
 from raytrain_helpers.plan import ray_pods, raycluster, raycluster_checks
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 def _worker(rc):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws.jobs import efa_tools
 from raytrain_helpers.targets.aws.jobs import rows as kuberay_rows
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
@@ -20,10 +20,7 @@ READY = dict(plugins_installed=True, delay_s=0.1)  # GPUs/EFA already allocatabl
 READY_OP = dict(READY, operator_installed=True)  # ... and the KubeRay operator already there
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,10 @@ import pytest
 
 from raytrain_helpers.clients import kubernetes as kube
 from raytrain_helpers.clients import rayjobs
-from raytrain_helpers.core import config
 from raytrain_helpers.plan import raycluster as plan
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay
 from tests.fakes.k8s_standin import standin
+from tests.helpers import aws_settings
 from tests.schemas import kuberay_crds
 
 REPO = Path(__file__).resolve().parents[5]
@@ -36,10 +36,7 @@ READY = dict(plugins_installed=True, delay_s=0.1)  # GPUs/EFA already allocatabl
 READY_OP = dict(READY, operator_installed=True)  # ... and the KubeRay operator already there
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raytrain_helpers.core import config
 from raytrain_helpers.targets.aws.plugins import install as plugins
 from tests.fakes.k8s_standin import standin
+from tests.helpers import aws_settings
 
 REPO = Path(__file__).resolve().parents[5]
 QUIET = lambda *a: None  # noqa: E731
@@ -22,10 +22,7 @@ FAST = dict(timeout_s=3, poll_s=0.05, log=QUIET)
 SHORT = dict(timeout_s=0.7, poll_s=0.05, log=QUIET)
 
 
-def settings(**params):
-    base = dict(target="aws")
-    base.update(params)
-    return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **base)
+settings = aws_settings
 
 
 @pytest.fixture(autouse=True)
