@@ -56,3 +56,7 @@ EKSCTL_MIN_VERSION = max(EKSCTL_RELEASES, key=lambda v: tuple(int(p) for p in v.
 #: DeleteStackBySpec, nodegroup.go, pkg/ctl/cmdutils/filter/nodegroup_filter.go, pkg/utils/kubeconfig/kubeconfig.go
 #: and validation.go's capacity-block rules); a newer eksctl is refused until the fake is checked against it.
 EKSCTL_MODELLED_VERSION = "0.230.0"
+#: The newest Kubernetes version (``aws.k8s_version``) the aws path accepts: the one the tests' stand-in for the
+#: cluster's API models (tests/fakes/k8s_standin: ``/version``), the newest EKS offered in standard support when it
+#: was set; every API group the stand-in serves is GA (v1) in it. A newer one is refused until it is checked.
+K8S_MODELLED_VERSION = "1.36"

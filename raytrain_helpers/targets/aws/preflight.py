@@ -27,7 +27,8 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
 * **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
-* **Kubernetes version** (``aws.k8s_version``) as EKS offers it in ``aws.region``, with credentials: EKS's
+* **Kubernetes version** (``aws.k8s_version``) at most :data:`~raytrain_helpers.core.constants.K8S_MODELLED_VERSION`
+  (what the tests' stand-in for the cluster's API models), as EKS offers it in ``aws.region``, with credentials: EKS's
   ``DescribeClusterVersions`` (``clusterVersions``: ``versionStatus`` ``STANDARD_SUPPORT`` / ``EXTENDED_SUPPORT`` /
   ``UNSUPPORTED``, ``endOfStandardSupportDate``, ``endOfExtendedSupportDate``; botocore's eks service model), the
   same answer eksctl checks the version against (``pkg/eks/versions_manager.go``, :data:`~raytrain_helpers.core.
@@ -54,7 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
-from ...core.constants import EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION
+from ...core.constants import EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION, K8S_MODELLED_VERSION
 from ...core.settings import Settings
 from ...plan import learner_policy
 from ..base import PreflightResult, Requirement
@@ -292,7 +293,12 @@ def k8s_version_row(settings: Settings, sess, *, today: dt.date | None = None) -
     """``aws.k8s_version`` against what EKS offers in the region now (``DescribeClusterVersions``)."""
     version, region = settings.aws.k8s_version, settings.aws.region
     today = today or dt.datetime.now(dt.timezone.utc).date()
-    what, needed = K8S_ROW, f"offered by EKS in {region}"
+    what, needed = K8S_ROW, f"offered by EKS in {region}, at most {K8S_MODELLED_VERSION}"
+    if _version_key(version) > _version_key(K8S_MODELLED_VERSION):  # newer than what the tests model
+        fix = (
+            f'set `k8s_version: "{K8S_MODELLED_VERSION}"` under aws: in env.yaml (the newest the tutorial is tested on)'
+        )
+        return Requirement(what, version, needed, "TOO NEW", fix)
     signal = _k8s_versions(sess, region)
     if signal.failure is not None:
         return Requirement(what, f"{version}: {signal.line()}", needed, "unknown", signal.failure.fix())

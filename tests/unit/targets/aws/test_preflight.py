@@ -232,7 +232,7 @@ def test_check_prints_one_table_and_its_exit_code_follows_the_required_rows(tool
     tools(eksctl="0.204.0")
     assert cli.main(["check", "--target", "aws", *env]) == 1
     out = capsys.readouterr().out
-    assert "eksctl: TOO OLD (found 0.204.0; needs >= 0.205.0)" in out
+    assert "eksctl: TOO OLD (found 0.204.0; needs 0.218.0 to 0.230.0)" in out
     assert cli.main(["check", "--target", "aws", "--json", *env]) == 1
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["what"] for r in rows if r["blocks"]] == ["eksctl"]
