@@ -39,8 +39,8 @@ def run_helm(args: list[str], *, timeout_s: float = 600) -> subprocess.Completed
     if exe is None:
         raise K8sError(
             "helm is not on PATH: the device plugins and the KubeRay operator are installed with it. Fix: install "
-            "helm 3+ (https://helm.sh/docs/intro/install/), then run the step again; `raytrain-tutorial check "
-            "--target aws` lists every prerequisite"
+            "helm 3.x to 4.2.4 (https://helm.sh/docs/intro/install/), then run the step again; "
+            "`raytrain-tutorial check --target aws` lists every prerequisite"
         )
     proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:

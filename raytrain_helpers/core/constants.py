@@ -43,6 +43,20 @@ EKSCTL_RELEASES: dict[str, str] = {
     # pkg/apis/eksctl.io/v1alpha5/validation.go and pkg/cfn/builder/managed_nodegroup.go (PR #8207):
     # instanceMarketOptions.marketType "capacity-block" -> the managed node group's capacity type CAPACITY_BLOCK.
     "0.205.0": "Capacity Blocks for ML (instanceMarketOptions.marketType: capacity-block)",
+    # pkg/cfn/manager/api.go DoCreateStackRequest (PR #8586, release notes 0.218.0): every stack eksctl creates is
+    # termination-protected; its DeleteStackBySpec turns the protection off first, and so does 02 for the failed
+    # GPU node group stack it deletes. The tests' fake eksctl models this behaviour, not the one before it.
+    "0.218.0": "termination-protected stacks (the behaviour the tests model)",
 }
 #: The oldest eksctl the aws path works with: the newest release in EKSCTL_RELEASES.
 EKSCTL_MIN_VERSION = max(EKSCTL_RELEASES, key=lambda v: tuple(int(p) for p in v.split(".")))
+#: The newest eksctl the aws path accepts: the release the tests' fake eksctl models (tests/fakes/aws/eksctl), the
+#: newest in eksctl-io/eksctl when it was read (tag v0.230.0, commit 6ee3b761, 2026-08-13). What the fake models did
+#: not change from 0.218.0 to it (`git diff v0.218.0 v0.230.0` of pkg/cfn/manager/api.go DoCreateStackRequest and
+#: DeleteStackBySpec, nodegroup.go, pkg/ctl/cmdutils/filter/nodegroup_filter.go, pkg/utils/kubeconfig/kubeconfig.go
+#: and validation.go's capacity-block rules); a newer eksctl is refused until the fake is checked against it.
+EKSCTL_MODELLED_VERSION = "0.230.0"
+#: The newest Kubernetes version (``aws.k8s_version``) the aws path accepts: the one the tests' stand-in for the
+#: cluster's API models (tests/fakes/k8s_standin: ``/version``), the newest EKS offered in standard support when it
+#: was set; every API group the stand-in serves is GA (v1) in it. A newer one is refused until it is checked.
+K8S_MODELLED_VERSION = "1.36"

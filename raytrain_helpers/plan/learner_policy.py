@@ -52,6 +52,7 @@ CALLS: dict[str, tuple[str, ...]] = {
         "cloudformation:ListStacks",
         "cloudformation:DescribeStacks",
         "cloudformation:DescribeStackEvents",
+        "cloudformation:UpdateTerminationProtection",
         "cloudformation:DeleteStack",
         "autoscaling:DescribeScalingActivities",
         "ec2:DescribeSubnets",

@@ -279,7 +279,7 @@ class JobDefaults:
 
 
 #: A requirement's status: met, or why not (``unknown``: it could not be checked; it does not stop anything).
-REQUIREMENT_STATUSES = ("ok", "MISSING", "TOO OLD", "TOO FAR", "FAILED", "SHORT", "unknown")
+REQUIREMENT_STATUSES = ("ok", "MISSING", "TOO OLD", "TOO NEW", "TOO FAR", "FAILED", "SHORT", "unknown")
 
 
 @dataclass

@@ -1,7 +1,15 @@
-"""A fake ``helm`` for the Kubernetes API stand-in: what helm 3 does to a cluster for the three charts the aws
+"""A fake ``helm`` for the Kubernetes API stand-in: what helm v4.2.4 does to a cluster for the three charts the aws
 path installs, and nothing else.
 
-* ``version --short`` prints ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go`` ``formatVersion``).
+It models helm v4.2.4 (helm/helm tag v4.2.4, commit 3900f434, the newest release in the repository read
+2026-12-06), the newest helm the preflight accepts (``raytrain_helpers.targets.aws.preflight.HELM_MODELLED``). Sources
+below are files of that tag unless named otherwise.
+
+* ``version --short`` prints ``v4.2.4+g3900f43`` (``pkg/cmd/version.go`` ``formatVersion``: the version, ``+g`` and
+  the commit's first 7 characters).
+* objects are written by server-side apply with the field manager ``helm`` (``pkg/action/install.go``
+  ``NewInstall``: ``ServerSideApply: true``, the CLI's default; ``pkg/kube/client.go`` ``getManagedFieldsManager``:
+  the program's name). helm 3 merged on the client instead; nothing the tutorial reads tells the two apart.
 * ``upgrade --install RELEASE CHART --repo R --version V --namespace NS [--create-namespace] -f VALUES
   [--kube-context C] [--kubeconfig K]`` writes the objects the published chart renders at that version, with the
   values merged over the chart's defaults, into the cluster the kubeconfig names. Helm labels and annotates every
@@ -19,7 +27,11 @@ path installs, and nothing else.
     creates those CRDs on install, never on upgrade).
   The EFA allowlist here is the stand-in's EFA-capable types (the published one has 303 types).
 * ``uninstall RELEASE --namespace NS`` deletes the release's objects; an unknown release fails as helm does
-  (``Error: uninstall: Release not loaded: NAME: release: not found``, exit 1).
+  (``Error: uninstall: Release not loaded: NAME: release: not found``, exit 1: ``pkg/action/uninstall.go`` ``Run``,
+  ``pkg/storage/driver/driver.go`` ``ErrReleaseNotFound``); the release record is the Secret
+  ``sh.helm.release.v1.NAME.vN`` (``pkg/storage/storage.go`` ``HelmStorageType``).
+* CRDs of the chart's ``crds/`` are created when ``upgrade --install`` installs (``pkg/cmd/upgrade.go``: an absent
+  release runs ``action.Install``, whose ``installCRDs`` runs unless ``--skip-crds``), never on an upgrade.
 * Any other chart, version or command fails with helm's own kind of message. ``$FAKE_HELM_LOG`` (when set) gets one
   JSON line per call: its argv and the values files' text. ``$FAKE_HELM_FAIL`` (a chart name) makes that chart's
   install fail as a failed pre-install would.
@@ -41,7 +53,7 @@ import yaml
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-VERSION = "v3.16.3+gcfd0749"
+VERSION = "v4.2.4+g3900f43"
 #: chart -> (repo, the one version published here, the image, where its objects get their name from)
 CHARTS = {
     "nvidia-device-plugin": ("https://nvidia.github.io/k8s-device-plugin", "0.20.0"),

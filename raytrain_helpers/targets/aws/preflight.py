@@ -15,17 +15,20 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   (eksctl-io/eksctl ``pkg/utils/kubeconfig/kubeconfig.go``, ``authenticatorCommands()`` = [aws-iam-authenticator,
   aws] and ``lookupAuthenticator``, @ 99984adb, v0.230.0-5; checked 2026-12-04). The version is read the way eksctl
   reads it: ``aws --version`` and the regex ``aws-cli/([\\d.]*)`` (same file, ``getAWSCLIVersion``).
-* **eksctl** >= :data:`~raytrain_helpers.core.constants.EKSCTL_MIN_VERSION` (Capacity Blocks); ``eksctl version``
+* **eksctl** :data:`~raytrain_helpers.core.constants.EKSCTL_MIN_VERSION` (termination-protected stacks) to
+  :data:`~raytrain_helpers.core.constants.EKSCTL_MODELLED_VERSION` (the release the tests model); ``eksctl version``
   prints ``GetVersion()``: ``0.230.0``, or ``0.231.0-dev+<commit>.<date>`` for a snapshot (``pkg/ctl/misc/
   version.go``, ``pkg/version/version.go``).
-* **helm** 3 or later, required: it is the one way steps 03 and 04 install the device plugins and the KubeRay
-  operator (the publishers' charts at the pinned versions, docs/pins.md). ``helm version --short`` prints
-  ``v3.16.3+gcfd0749`` (helm/helm ``cmd/helm/version.go`` ``formatVersion``).
+* **helm** 3 to :data:`HELM_MODELLED` (the release the tests' fake helm models; newer is refused until checked),
+  required: it is the one way steps 03 and 04 install the device plugins and the KubeRay operator (the publishers'
+  charts at the pinned versions, docs/pins.md). ``helm version --short`` prints ``v4.2.4+g3900f43`` (helm/helm
+  v4.2.4 ``pkg/cmd/version.go`` ``formatVersion``; helm 3's ``cmd/helm/version.go`` prints the same form).
 * **kubectl** within one minor version of the cluster (``aws.k8s_version``; EKS user guide ``install-kubectl``:
   "within one minor version difference of your Amazon EKS cluster control plane"), optional: the tutorial talks to
   the API itself; only the commands it shows you use kubectl. ``kubectl version --client -o json``.
 * **credentials**: the account and identity in use (``sts:GetCallerIdentity``).
-* **Kubernetes version** (``aws.k8s_version``) as EKS offers it in ``aws.region``, with credentials: EKS's
+* **Kubernetes version** (``aws.k8s_version``) at most :data:`~raytrain_helpers.core.constants.K8S_MODELLED_VERSION`
+  (what the tests' stand-in for the cluster's API models), as EKS offers it in ``aws.region``, with credentials: EKS's
   ``DescribeClusterVersions`` (``clusterVersions``: ``versionStatus`` ``STANDARD_SUPPORT`` / ``EXTENDED_SUPPORT`` /
   ``UNSUPPORTED``, ``endOfStandardSupportDate``, ``endOfExtendedSupportDate``; botocore's eks service model), the
   same answer eksctl checks the version against (``pkg/eks/versions_manager.go``, :data:`~raytrain_helpers.core.
@@ -52,7 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
-from ...core.constants import EKSCTL_MIN_VERSION
+from ...core.constants import EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION, K8S_MODELLED_VERSION
 from ...core.settings import Settings
 from ...plan import learner_policy
 from ..base import PreflightResult, Requirement
@@ -61,6 +64,8 @@ from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
 HELM_MIN_MAJOR = 3
+#: The newest helm accepted: the release tests/fakes/helm.py models (helm/helm tag v4.2.4, commit 3900f434).
+HELM_MODELLED = "4.2.4"
 #: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
 AUTHENTICATOR_MIN = "0.5.3"
 #: Seconds one ``--version`` may take (AWS CLI v1 starts Python: about a second).
@@ -77,13 +82,16 @@ AWS_CLI_V1_FIX = (
     "install awscli` installs: `pip uninstall awscli` there). Then " + AWS_CLI_FIX
 )
 EKSCTL_FIX = (
-    "install eksctl >= {min}: https://eksctl.io/installation/ (Linux x86_64: curl -sSLO https://github.com/"
-    "eksctl-io/eksctl/releases/latest/download/eksctl_Linux_amd64.tar.gz && tar -xzf eksctl_Linux_amd64.tar.gz -C "
-    "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: brew upgrade eksctl)"
+    "install eksctl {max} (the newest release the tutorial is tested against; {min} or later works): "
+    "https://eksctl.io/installation/ with the release's own download (Linux x86_64: curl -sSLO https://github.com/"
+    "eksctl-io/eksctl/releases/download/v{max}/eksctl_Linux_amd64.tar.gz && tar -xzf eksctl_Linux_amd64.tar.gz -C "
+    "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: eksctl_Darwin_arm64.tar.gz of the same "
+    "release)"
 )
 HELM_FIX = (
-    "install helm 3+: https://helm.sh/docs/intro/install/ (its installer script, a release binary, or a package "
-    "manager: brew install helm); steps 03 and 04 install the device plugins and the KubeRay operator with it"
+    "install helm 3.x to 4.2.4 (the newest release the tutorial is tested against): https://helm.sh/docs/intro/"
+    "install/ with that release's binary (https://github.com/helm/helm/releases/tag/v4.2.4); steps 03 and 04 "
+    "install the device plugins and the KubeRay operator with it"
 )
 KUBECTL_FIX = (
     "install kubectl {minor}: https://kubernetes.io/docs/tasks/tools/ (or the EKS build: "
@@ -199,25 +207,30 @@ def aws_cli_row(*, token_command: bool = True) -> Requirement:
 
 
 def eksctl_row() -> Requirement:
-    needed, fix = f">= {EKSCTL_MIN_VERSION}", EKSCTL_FIX.format(min=EKSCTL_MIN_VERSION)
+    """eksctl from :data:`EKSCTL_MIN_VERSION` to :data:`EKSCTL_MODELLED_VERSION` (the release the tests model: a
+    newer one is refused, "TOO NEW", until the tests are checked against it)."""
+    lo, hi = EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION
+    needed, fix = f"{lo} to {hi}", EKSCTL_FIX.format(min=lo, max=hi)
     path, version, said = tool_version(["eksctl", "version"], parse_eksctl)
     if path is None:
         return Requirement("eksctl", "not on PATH", needed, "MISSING", fix)
     if version is None:
         return _unreadable("eksctl", path, said, needed, fix)
-    ok = version_tuple(version) >= version_tuple(EKSCTL_MIN_VERSION)
-    return Requirement("eksctl", version, needed, "ok" if ok else "TOO OLD", "" if ok else fix)
+    found = version_tuple(version)
+    status = "TOO OLD" if found < version_tuple(lo) else "TOO NEW" if found > version_tuple(hi) else "ok"
+    return Requirement("eksctl", version, needed, status, "" if status == "ok" else fix)
 
 
 def helm_row() -> Requirement:
-    needed = f">= {HELM_MIN_MAJOR}.0.0"
+    needed = f"{HELM_MIN_MAJOR}.0.0 to {HELM_MODELLED}"
     path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
     if path is None:
         return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX)
     if version is None:
         return _unreadable("helm", path, said, needed, HELM_FIX)
-    ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
-    return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX)
+    found = version_tuple(version)
+    status = "TOO OLD" if found[0] < HELM_MIN_MAJOR else "TOO NEW" if found > version_tuple(HELM_MODELLED) else "ok"
+    return Requirement("helm", version, needed, status, "" if status == "ok" else HELM_FIX)
 
 
 def kubectl_row(k8s_version: str) -> Requirement:
@@ -280,7 +293,12 @@ def k8s_version_row(settings: Settings, sess, *, today: dt.date | None = None) -
     """``aws.k8s_version`` against what EKS offers in the region now (``DescribeClusterVersions``)."""
     version, region = settings.aws.k8s_version, settings.aws.region
     today = today or dt.datetime.now(dt.timezone.utc).date()
-    what, needed = K8S_ROW, f"offered by EKS in {region}"
+    what, needed = K8S_ROW, f"offered by EKS in {region}, at most {K8S_MODELLED_VERSION}"
+    if _version_key(version) > _version_key(K8S_MODELLED_VERSION):  # newer than what the tests model
+        fix = (
+            f'set `k8s_version: "{K8S_MODELLED_VERSION}"` under aws: in env.yaml (the newest the tutorial is tested on)'
+        )
+        return Requirement(what, version, needed, "TOO NEW", fix)
     signal = _k8s_versions(sess, region)
     if signal.failure is not None:
         return Requirement(what, f"{version}: {signal.line()}", needed, "unknown", signal.failure.fix())

@@ -17,6 +17,20 @@ and the stack's own rollback event is CloudFormation's "The following resource(s
 Rollback requested by user." (eksctl-io/eksctl issue #654). Whether EC2 has the capacity is read from
 ``moto_ext.FAKE.capacity`` ((region, AZ name, instance type) -> instances free; missing = unlimited), the same
 table the capacity-reservation fakes use.
+
+Termination protection, which moto 5.2.1 stores from ``CreateStack`` and reports in ``DescribeStacks`` but does not
+enforce, and whose ``UpdateTerminationProtection`` it does not implement (``NotImplementedError``), as the
+CloudFormation API Reference documents them (API_UpdateTerminationProtection, API_DeleteStack; User Guide
+"Protect CloudFormation stacks from being deleted", using-cfn-protect-stacks):
+
+* ``UpdateTerminationProtection`` (``StackName``: name or unique id; ``EnableTerminationProtection``, required) sets
+  the flag and answers the stack's ``StackId``; a stack that does not exist, or is ``DELETE_IN_PROGRESS`` /
+  ``DELETE_COMPLETE`` ("You can set termination protection on a stack with any status except ..."), is a
+  ``ValidationError``;
+* ``DeleteStack`` of a protected stack fails "and the stack, including its status, remains unchanged": HTTP 400
+  ``ValidationError`` ``Stack [NAME] cannot be deleted while TerminationProtection is enabled``, the text AWS
+  answers (quoted in rackspace/runway PR #199 and ekristen/aws-nuke issue #821, the latter for an eksctl 0.220.0
+  stack), with ``NAME`` the name or id the caller gave.
 """
 
 from __future__ import annotations
@@ -141,12 +155,56 @@ def _wrap_create_stack(original):
     return create_stack
 
 
+#: CloudFormation's refusal to delete a protected stack (the caller's StackName in the brackets).
+PROTECTED = "Stack [{name}] cannot be deleted while TerminationProtection is enabled"
+
+
+def _live_stack(self, name_or_id: str):  # noqa: ANN001, ANN202 - moto response and stack
+    """The stack ``name_or_id`` names that is not deleted, or None (moto finds deleted stacks by id too)."""
+    from moto.cloudformation.exceptions import ValidationError
+
+    try:
+        stack = self.cloudformation_backend.get_stack(name_or_id)
+    except ValidationError:
+        return None
+    return stack if stack.stack_id in self.cloudformation_backend.stacks else None
+
+
+def _wrap_delete_stack(original):
+    def delete_stack(self):  # noqa: ANN001, ANN202 - moto response method
+        from moto.cloudformation.exceptions import ValidationError
+
+        name = self._get_param("StackName")
+        stack = _live_stack(self, name)
+        if stack is not None and stack.enable_termination_protection:
+            raise ValidationError(name, PROTECTED.format(name=name))
+        return original(self)
+
+    return delete_stack
+
+
+def _update_termination_protection(self):  # noqa: ANN001, ANN202 - moto response method
+    from moto.cloudformation.exceptions import ValidationError
+    from moto.core.responses import ActionResult
+
+    name = self._get_param("StackName")
+    enable = self._get_bool_param("EnableTerminationProtection")  # required: botocore refuses a call without it
+    stack = _live_stack(self, name)
+    if stack is None or stack.status == "DELETE_IN_PROGRESS":
+        raise ValidationError(name)
+    stack.enable_termination_protection = bool(enable)
+    return ActionResult({"StackId": stack.stack_id})
+
+
 def install() -> None:
-    """Patch moto's CloudFormation CreateStack (idempotent; called by :func:`moto_ext.install`)."""
+    """Patch moto's CloudFormation CreateStack, DescribeStacks and DeleteStack, and add UpdateTerminationProtection
+    (idempotent; called by :func:`moto_ext.install`)."""
     from moto.cloudformation.responses import CloudFormationResponse
 
     if getattr(CloudFormationResponse, "_raytrain_capacity_installed", False):
         return
     CloudFormationResponse.create_stack = _wrap_create_stack(CloudFormationResponse.create_stack)
     CloudFormationResponse.describe_stacks = _wrap_describe_stacks(CloudFormationResponse.describe_stacks)
+    CloudFormationResponse.delete_stack = _wrap_delete_stack(CloudFormationResponse.delete_stack)
+    CloudFormationResponse.update_termination_protection = _update_termination_protection
     CloudFormationResponse._raytrain_capacity_installed = True

@@ -8,7 +8,8 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
   implemented;
 * ``autoscaling:DescribeScalingActivities`` always answers an empty list;
 * CloudFormation never fails a stack: a node group EC2 has no capacity for rolls back as the real service does
-  (moto_cfn.py);
+  (moto_cfn.py), and it neither enforces termination protection nor implements UpdateTerminationProtection
+  (moto_cfn.py adds both);
 * EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``) and EKS Pod Identity associations
   (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented;
 * S3's ``CompleteMultipartUpload`` answers with a ``<CompleteMultipartUploadResponse>`` root element where S3

@@ -26,7 +26,12 @@ plugins and the KubeRay operator, from the nodes' labels, taints and allocatable
 on nodes its selector, affinity and tolerations admit (so DESIRED 0 arises by itself); a pod is bound
 only to a node it fits, else it stays Pending with the scheduler's kind of message; a Ready NVIDIA/EFA
 plugin pod makes its node advertise ``nvidia.com/gpu``/``vpc.amazonaws.com/efa``; a Ready
-``kuberay-operator`` Deployment plus the RayCluster CRD turn a RayCluster into head and worker pods.
+``kuberay-operator`` Deployment plus the RayCluster CRD turn a RayCluster into head and worker pods labelled as
+KubeRay v1.7.0 labels them, and a RayJob into its RayCluster ``<rayjob name>-<5 random characters>`` (kuberay.py).
+
+Versions it models: the Kubernetes API of Kubernetes 1.36 (``/version``; :data:`KUBERNETES_VERSION`, the newest
+``aws.k8s_version`` the preflight accepts: raytrain_helpers.core.constants.K8S_MODELLED_VERSION) and the KubeRay
+operator v1.7.0 (kuberay.py). Every behaviour and its source: docs/testing.md, "What the fakes model".
 State changes take ``delay_s`` seconds, so callers really wait.
 
 Use::
@@ -92,7 +97,11 @@ from typing import Any
 
 import yaml
 
+from . import kuberay
+
 TOKEN = "standin-token"
+#: What ``/version`` answers: the Kubernetes minor version the stand-in models (an EKS build's form of gitVersion).
+KUBERNETES_VERSION = "v1.36.0-eks-standin"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 #: (group/version, plural) -> (kind, namespaced) for the built-in resources.
@@ -1049,32 +1058,42 @@ class Cluster:
         return False
 
     def _kuberay(self) -> None:
+        """KubeRay v1.7.0's operator (tests/fakes/k8s_standin/kuberay.py): a RayJob's RayCluster, a RayCluster's
+        auth Secret, head and worker pods labelled as the operator labels them."""
         if self.kind_info("ray.io/v1", "rayclusters") is None or not self._operator_ready():
             return
+        self._rayjobs()
         for rc in self.list("ray.io/v1", "rayclusters"):
             name, ns = rc["metadata"]["name"], rc["metadata"]["namespace"]
             self._auth_secret(rc)
             pods = self._owned(rc)
-            base = {"ray.io/cluster": name, "app.kubernetes.io/created-by": "kuberay-operator"}
             heads = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
             if not heads:
-                self._new_pod(
-                    ns,
-                    f"{name}-head-{_rand()}",
-                    rc["spec"]["headGroupSpec"]["template"],
-                    rc,
-                    {**base, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
-                )
+                head = rc["spec"]["headGroupSpec"]
+                labels = kuberay.pod_labels(name, "head", kuberay.HEAD_GROUP, head)
+                self._new_pod(ns, f"{name}-head-{_rand()}", head["template"], rc, labels)
             for g in rc["spec"].get("workerGroupSpecs") or []:
                 mine = [p for p in pods if p["metadata"]["labels"].get("ray.io/group") == g["groupName"]]
                 for _ in range(int(g.get("replicas", 0)) - len(mine)):
-                    self._new_pod(
-                        ns,
-                        f"{name}-{g['groupName']}-worker-{_rand()}",
-                        g["template"],
-                        rc,
-                        {**base, "ray.io/node-type": "worker", "ray.io/group": g["groupName"]},
-                    )
+                    labels = kuberay.pod_labels(name, "worker", g["groupName"], g)
+                    self._new_pod(ns, f"{name}-{g['groupName']}-worker-{_rand()}", g["template"], rc, labels)
+
+    def _rayjobs(self) -> None:
+        """rayjob_controller.go: a new RayJob gets ``status.rayClusterName`` (``<name>-<5 random characters>``
+        unless ``clusterSelector`` names a cluster) and ``jobDeploymentStatus: Initializing``
+        (initRayJobStatusIfNeed; ``jobStatus`` stays ``JobStatusNew``, the empty string, rayjob_types.go), and the
+        RayCluster of its ``rayClusterSpec``, owned by it (constructRayClusterForRayJob). The submitter Job and the
+        job's run are not modelled."""
+        if self.kind_info("ray.io/v1", "rayjobs") is None:
+            return
+        for rj in self.list("ray.io/v1", "rayjobs"):
+            status = rj.setdefault("status", {})
+            if not status.get("rayClusterName"):
+                status.update(rayClusterName=kuberay.rayjob_cluster_name(rj), jobDeploymentStatus="Initializing")
+            selected = (rj["spec"].get("clusterSelector") or {}).get("ray.io/cluster")
+            ns, name = rj["metadata"]["namespace"], status["rayClusterName"]
+            if not selected and rj["spec"].get("rayClusterSpec") and not self.get("ray.io/v1", "rayclusters", ns, name):
+                self.put(kuberay.rayjob_cluster(rj, name), plural="rayclusters")
 
     def _auth_secret(self, rc: dict) -> None:
         """As KubeRay v1.7.0's reconcileAuthSecret: with ``authOptions.mode: token`` and no ``secretName``, a Secret
@@ -1406,7 +1425,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             if url.path == "/version":
                 return self._send(
-                    200, {"major": "1", "minor": "33", "gitVersion": "v1.33.5-eks-standin", "platform": "linux/amd64"}
+                    200, {"major": "1", "minor": "36", "gitVersion": KUBERNETES_VERSION, "platform": "linux/amd64"}
                 )
             m = _PATH.match(url.path)
             if not m:

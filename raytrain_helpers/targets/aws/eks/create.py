@@ -193,8 +193,7 @@ def _clear_failed_stack(ctx: AwsContext, res: AwsClusterResult, cfn, az: str) ->
         res.problems.append(
             f"CloudFormation stack {found.name} is {found.status} and {why}; eksctl would skip the node group while it "
             f"exists, and the tutorial never deletes what it did not create. Fix: delete it yourself if it is yours "
-            f"(`aws cloudformation delete-stack --stack-name {found.name} --region {ctx.region}`), or set another "
-            f"aws.gpu_nodegroup_name"
+            f"({ng_stack.delete_commands(found, ctx.region)}), or set another aws.gpu_nodegroup_name"
         )
         return False
     gone = _delete_own(ctx, res, cfn, found)
@@ -206,7 +205,7 @@ def _delete_own(ctx: AwsContext, res: AwsClusterResult, cfn, found: ng_stack.Nod
     """Delete the tutorial's failed stack so the next ``eksctl create nodegroup`` is not skipped; what happened."""
     if ng_stack.not_ours(found, ctx.settings):
         return f"stack {found.name} left alone (not the tutorial's)"
-    end = ng_stack.delete(cfn, found)
+    end = ng_stack.delete(cfn, found, ctx.settings)
     return f"stack {found.status} deleted" if end == "DELETE_COMPLETE" else f"stack deletion ended {end}"
 
 

@@ -11,6 +11,13 @@ and DELETE_FAILED). So the failed stack is deleted before the node group is crea
 eksctl made it for this cluster and node group from the tutorial's config (eksctl tags a managed node group's stack
 with the node group's own ``tags``, ``alpha.eksctl.io/cluster-name`` and ``alpha.eksctl.io/nodegroup-name``:
 pkg/cfn/manager/nodegroup.go createManagedNodeGroupTask, pkg/apis/eksctl.io/v1alpha5/defaults.go).
+
+Since eksctl v0.218.0 every stack eksctl creates has termination protection on (eksctl-io/eksctl v0.230.0
+pkg/cfn/manager/api.go ``DoCreateStackRequest``: ``EnableTerminationProtection: aws.Bool(true)``, PR #8586), and
+CloudFormation refuses to delete a protected stack (API Reference, UpdateTerminationProtection: "If a user attempts
+to delete a stack with termination protection enabled, the operation fails and the stack remains unchanged").
+eksctl's own ``DeleteStackBySpec`` (same file) turns the protection off first; so does :func:`delete`, for a stack
+:func:`not_ours` has proved the tutorial's, and for no other.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ class NodegroupStack:
     status: str
     tags: dict[str, str] = field(default_factory=dict)
     reason: str = ""
+    #: DescribeStacks' EnableTerminationProtection (eksctl >= 0.218.0 creates every stack protected)
+    protected: bool = False
 
     @property
     def failed(self) -> bool:
@@ -83,6 +92,7 @@ def read(cfn, cluster: str, nodegroup: str) -> NodegroupStack | None:
         return None
     st = stacks[0]
     found = NodegroupStack(name, st["StackId"], st["StackStatus"], aws_client.tags_of(st))
+    found.protected = bool(st.get("EnableTerminationProtection"))
     if found.failed:
         found.reason = _failure_reason(cfn, st["StackId"])
     return found
@@ -128,8 +138,17 @@ def not_ours(stack: NodegroupStack, settings: Settings) -> str | None:
     return None
 
 
-def delete(cfn, stack: NodegroupStack) -> str:
-    """Delete a failed stack (by its id) and wait until it is gone; the status it ended in."""
+def delete(cfn, stack: NodegroupStack, settings: Settings) -> str:
+    """Delete the tutorial's failed stack (by its id) and wait until it is gone; the status it ended in. A stack
+    :func:`not_ours` does not prove the tutorial's is refused (ValueError) before anything changes; a protected one
+    has its termination protection turned off first, as eksctl's ``DeleteStackBySpec`` does."""
+    why = not_ours(stack, settings)
+    if why:
+        raise ValueError(f"stack {stack.name} is not the tutorial's: {why}")
+    if stack.protected:
+        aws_client.essential_call(
+            cfn, "update_termination_protection", StackName=stack.stack_id, EnableTerminationProtection=False
+        )
     aws_client.essential_call(cfn, "delete_stack", StackName=stack.stack_id)
 
     def status() -> str:
@@ -142,6 +161,16 @@ def delete(cfn, stack: NodegroupStack) -> str:
         desc=f"deleting stack {stack.name}",
         timeout=DELETE_TIMEOUT_S,
         every=POLL_S,
+    )
+
+
+def delete_commands(stack: NodegroupStack, region: str) -> str:
+    """The AWS CLI commands that delete ``stack`` by hand: termination protection off first (eksctl >= 0.218.0
+    creates it on; CloudFormation refuses DeleteStack while it is on), then delete-stack."""
+    where = f"--stack-name {stack.name} --region {region}"
+    return (
+        f"`aws cloudformation update-termination-protection --no-enable-termination-protection {where}` then "
+        f"`aws cloudformation delete-stack {where}`"
     )
 
 

@@ -85,7 +85,8 @@ def test_the_aws_path_calls_nothing_the_learner_policy_lacks(srv, tmp_path, monk
         "iam:ListRoleTags",
         "iam:DetachRolePolicy",  # a role with attached policies
         "cloudformation:DescribeStackEvents",  # a failed node group stack
-        "cloudformation:DeleteStack",  # ... that the tutorial made (tests/unit/targets/aws/eks/test_gpu_az_fallback.py)
+        "cloudformation:UpdateTerminationProtection",  # ... that the tutorial made, protection off
+        "cloudformation:DeleteStack",  # ... then deleted (tests/unit/targets/aws/eks/test_gpu_az_fallback.py)
         "autoscaling:DescribeScalingActivities",
         "ec2:DescribeNatGateways",
         "iam:SimulatePrincipalPolicy",  # moto 5.2.1 does not implement it: tested with Stubber in test_preflight

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -67,6 +68,7 @@ def kubectl_json(git_version: str) -> str:
         (pf.parse_eksctl, "0.205.0-rc.0\n", "0.205.0"),
         # helm version --short: "%s+g%s" of version and commit[:7], or the version alone
         (pf.parse_helm, "v3.16.3+gcfd0749\n", "3.16.3"),
+        (pf.parse_helm, "v4.2.4+g3900f43\n", "4.2.4"),  # helm v4.2.4 pkg/cmd/version.go formatVersion
         (pf.parse_helm, "v3.17.0\n", "3.17.0"),
         (pf.parse_kubectl, KUBECTL_JSON, "1.32.4"),
         (pf.parse_kubectl, kubectl_json("v1.33.5-eks-113cf36"), "1.33.5"),
@@ -124,6 +126,11 @@ def test_every_tool_present_and_recent_enough(tools, tmp_path, mocked_aws):
     ("outputs", "what", "status"),
     [
         (dict(eksctl="0.204.1"), "eksctl", "TOO OLD"),
+        (dict(eksctl="0.217.0"), "eksctl", "TOO OLD"),  # its stacks are unprotected: not what the tests model
+        (dict(eksctl="0.231.0-dev+99984adb.2026-08-21T17:14:27Z"), "eksctl", "TOO NEW"),  # newer than the fake
+        (dict(eksctl="0.230.0"), "eksctl", "ok"),
+        (dict(helm="v4.2.4+g3900f43"), "helm", "ok"),
+        (dict(helm="v4.3.0+gabcdef0"), "helm", "TOO NEW"),
         (dict(aws="aws-cli/2.12.2 Python/3.11.4 Linux/6.1 exe/x86_64.amzn.2023"), "AWS CLI (aws)", "TOO OLD"),
         (dict(aws="aws-cli/1.27.159 Python/3.9.16 Linux/6.1 botocore/1.29.159"), "AWS CLI (aws)", "TOO OLD"),
         (dict(aws=AWS_V1), "AWS CLI (aws)", "TOO OLD"),
@@ -136,10 +143,9 @@ def test_a_too_old_or_unreadable_tool_is_named(tools, tmp_path, outputs, what, s
     row = _rows(make_settings(tmp_path))[what]
     assert row.status == status
     assert row.blocks == (status not in ("ok", "unknown"))
-    if status == "TOO OLD":
-        assert (
-            "install" in row.fix and {"AWS CLI (aws)": "v2", "helm": "helm 3+", "eksctl": "eksctl >="}[what] in row.fix
-        )
+    if status in ("TOO OLD", "TOO NEW"):
+        wanted = {"AWS CLI (aws)": "v2", "helm": "helm 3.x to 4.2.4", "eksctl": "releases/download/v0.230.0/"}
+        assert "install" in row.fix and wanted[what] in row.fix
 
 
 def test_aws_cli_v1_is_refused_with_the_v2_install(tools, tmp_path):
@@ -218,7 +224,7 @@ def test_check_prints_one_table_and_its_exit_code_follows_the_required_rows(tool
     assert cli.main(["check", "--target", "aws", *env]) == 1  # helm missing: 03 and 04 install with it
     out = capsys.readouterr().out
     assert out.count("What the aws path needs on this machine") == 1
-    assert "Fix helm: install helm 3+" in out and "helm: MISSING" in out
+    assert "Fix helm: install helm 3.x to 4.2.4" in out and "helm: MISSING" in out
     tools(helm="v3.16.3+gcfd0749")
     assert cli.main(["check", "--target", "aws", *env]) == 0  # kubectl missing: optional
     out = capsys.readouterr().out
@@ -226,7 +232,7 @@ def test_check_prints_one_table_and_its_exit_code_follows_the_required_rows(tool
     tools(eksctl="0.204.0")
     assert cli.main(["check", "--target", "aws", *env]) == 1
     out = capsys.readouterr().out
-    assert "eksctl: TOO OLD (found 0.204.0; needs >= 0.205.0)" in out
+    assert "eksctl: TOO OLD (found 0.204.0; needs 0.218.0 to 0.230.0)" in out
     assert cli.main(["check", "--target", "aws", "--json", *env]) == 1
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["what"] for r in rows if r["blocks"]] == ["eksctl"]
@@ -315,3 +321,21 @@ def test_every_action_allowed_is_ok_and_the_root_user_is_not_simulated(monkeypat
     assert _simulated(monkeypatch, ROLE_SESSION, allowed).status == "ok"
     root = _simulated(monkeypatch, "arn:aws:iam::123456789012:root", lambda stub, wanted: None)
     assert root.status == "unknown" and root.found.startswith("could not check for arn:aws:iam::123456789012:root")
+
+
+def test_the_fakes_model_the_newest_versions_the_preflight_accepts():
+    """The fake eksctl and helm print the release they model, and that release is the newest the preflight accepts:
+    a learner's newer tool is refused rather than trusted on tests that modelled an older one."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from raytrain_helpers.core.constants import EKSCTL_MODELLED_VERSION
+    from tests.fakes import helm as fake_helm
+
+    fakes = Path(__file__).resolve().parents[3] / "fakes"
+    env = {k: v for k, v in os.environ.items() if k != "FAKE_EKSCTL_VERSION"}
+    said = subprocess.run([sys.executable, str(fakes / "aws" / "eksctl"), "version"], capture_output=True, text=True,
+                          env=env, check=True).stdout  # fmt: skip
+    assert pf.parse_eksctl(said) == EKSCTL_MODELLED_VERSION
+    assert pf.parse_helm(fake_helm.VERSION) == pf.HELM_MODELLED

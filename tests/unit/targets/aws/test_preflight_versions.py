@@ -108,9 +108,20 @@ def test_extended_support_is_shown_and_does_not_stop_the_run(tmp_path, eks):
 def test_an_unsupported_or_unoffered_version_stops_the_billable_steps(tmp_path, eks):
     r = row(tmp_path, eks, "1.28")
     assert (r.found, r.status, r.blocks) == ("1.28: unsupported since 2025-11-26", "TOO OLD", True)
-    r = row(tmp_path, eks, "1.37")
-    assert (r.found, r.status, r.blocks) == ("1.37: not offered", "MISSING", True)
+    r = row(tmp_path, eks, "1.34")
+    assert (r.found, r.status, r.blocks) == ("1.34: not offered", "MISSING", True)
     assert r.fix.startswith('one of 1.28, 1.33, 1.35, 1.36: set `k8s_version: "1.36"`')
+
+
+def test_a_version_newer_than_the_stand_in_models_is_refused_before_asking_eks(tmp_path, eks):
+    """The tests' stand-in for the cluster's API models Kubernetes 1.36 (its /version): nothing newer is trusted."""
+    from raytrain_helpers.core.constants import K8S_MODELLED_VERSION
+    from tests.fakes.k8s_standin.server import KUBERNETES_VERSION
+
+    assert KUBERNETES_VERSION.startswith(f"v{K8S_MODELLED_VERSION}.")
+    r = pf.k8s_version_row(make_settings(tmp_path, k8s_version="1.37"), None, today=TODAY)
+    assert (r.found, r.status, r.blocks) == ("1.37", "TOO NEW", True)
+    assert r.fix.startswith('set `k8s_version: "1.36"`')
 
 
 def test_an_unreadable_answer_is_unknown_with_the_iam_fix(tmp_path, eks):

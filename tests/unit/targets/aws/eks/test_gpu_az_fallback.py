@@ -88,6 +88,8 @@ def test_no_capacity_in_the_first_az_falls_back_to_the_next_and_a_rerun_creates_
     assert res.nodegroup("gpu-efa")["azs"] == ["us-west-2b"] and res.gpu_az == "us-west-2b"
     statuses = sorted(s["StackStatus"] for s in stacks())
     assert statuses == ["CREATE_COMPLETE", "DELETE_COMPLETE"]  # the failed one deleted, the new one created
+    # eksctl >= 0.218.0 creates it termination-protected, as it did the failed one 02 had to unprotect to delete
+    assert cfn().describe_stacks(StackName=STACK)["Stacks"][0]["EnableTerminationProtection"] is True
     assert common.load_placement(s)["az"] == "us-west-2b"  # 03-08 and a re-run work with where the nodes are
     res.show()
     out = capsys.readouterr().out
@@ -155,4 +157,5 @@ def test_eksctl_skips_a_rolled_back_stack_and_a_stack_not_the_tutorials_is_left_
     assert not res.ok and "create nodegroup" not in ops(srv)[n:]  # nothing created, nothing deleted
     (problem,) = [p for p in res.problems if STACK in p]
     assert "ROLLBACK_COMPLETE and it has no raytrain-tutorial tag" in problem and "delete-stack" in problem
+    assert f"update-termination-protection --no-enable-termination-protection --stack-name {STACK}" in problem
     assert cfn().describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "ROLLBACK_COMPLETE"  # left alone

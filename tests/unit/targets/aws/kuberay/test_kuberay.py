@@ -74,7 +74,9 @@ def test_healthy_step_places_head_and_workers_and_is_idempotent(capsys):
         assert kinds.index("NetworkPolicy") < kinds.index("RayCluster")
         policies = {p["metadata"]["name"]: p["spec"] for p in st.objects("networking.k8s.io/v1", "networkpolicies")}
         assert policies["raytrain-default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
-        assert policies["raytrain-ray-same-namespace"]["podSelector"] == {"matchLabels": {"ray.io/cluster": "raytrain"}}
+        assert policies["raytrain-ray-same-namespace"]["podSelector"] == {
+            "matchLabels": {"ray.io/is-ray-node": "yes", "app.kubernetes.io/part-of": "raytrain-tutorial"}
+        }
         # the operator landed on the system node
         op_pods = st.objects("v1", "pods", "kuberay-system")
         assert [p["spec"]["nodeName"] for p in op_pods] == [roles["head"]["node"]]
