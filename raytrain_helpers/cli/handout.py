@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import secrets
 import shutil
 import tempfile
 import unicodedata
@@ -49,7 +50,7 @@ from ..core.validation import ConfigError
 from ..plan import workshop, workshop_namespace
 from ..targets import for_settings
 from . import handout_workshop
-from .handout_workshop import FACILITATOR, attendee_progress
+from .handout_workshop import FACILITATOR, RECORD_DIR, RECORDED, attendee_progress
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -154,6 +155,7 @@ def read_roster(path: Path, *, env_file: str | None = None, files: list[str] | t
     attendees: list[Attendee] = []
     errors: list[str] = []
     seen: dict[str, int] = {}
+    principals: dict[str, int] = {}
     for row_no, row in rows:
         try:
             att = _attendee(row_no, row, base, env_file, files)
@@ -166,6 +168,15 @@ def read_roster(path: Path, *, env_file: str | None = None, files: list[str] | t
                 "Fix: make the names differ (e.g. add an initial)"
             )
             continue
+        if att.principal_arn and att.principal_arn in principals:
+            errors.append(
+                f"row {row_no} ({att.name}): principal_arn {att.principal_arn} is also row "
+                f"{principals[att.principal_arn]}'s: one identity would be bound in two namespaces. Fix: each "
+                "attendee's own IAM role or user"
+            )
+            continue
+        if att.principal_arn:
+            principals[att.principal_arn] = row_no
         seen[att.ident] = row_no
         attendees.append(att)
     if errors:
@@ -223,15 +234,19 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     # `up`, 0600 in the attendee's own 0700 temp_root), whatever the base env.yaml says
     params["auth_mode"] = "token"
     settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
-    if not own:
-        problem = workshop_namespace.reserved_namespace_problem(
-            settings.kubernetes.namespace, base.kubernetes.namespace
+    # an own cluster's 04 creates and 08 deletes its namespace too: never a system one or the base's
+    problem = workshop_namespace.reserved_namespace_problem(settings.kubernetes.namespace, base.kubernetes.namespace)
+    if problem:
+        raise ConfigError(problem)
+    if own and settings.aws.cluster_name == base.aws.cluster_name:
+        raise ConfigError(
+            f"cluster_name = {settings.aws.cluster_name!r} is the shared cluster, and a cluster of the attendee's own "
+            "is theirs to create and delete (their 08, handout teardown --yes). Fix: leave cluster_name empty to "
+            "share the base cluster, or give a name of the attendee's own"
         )
-        if problem:
-            raise ConfigError(problem)
     principal = row.get(PRINCIPAL_COLUMN, "")
     if principal and not own:
-        workshop_namespace.access_entry_request(settings, principal)  # refuses a malformed ARN
+        workshop_namespace.check_principal(principal)
     return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings,
                     principal_arn=principal)  # fmt: skip
 
@@ -265,11 +280,14 @@ def write_handout(
             f"{len(clashes)} attendee folder(s) already exist under {out} ({', '.join(clashes[:5])}). "
             "Fix: another --out, or --force to replace them"
         )
+    handout_id = secrets.token_hex(4)
     stage = Path(tempfile.mkdtemp(prefix=".handout-", dir=out))
     try:
         quotas = [
-            _write_attendee(a, stage / a.ident, plan.gpu_quota.get(a.settings.kubernetes.namespace)) for a in attendees
+            _write_attendee(a, stage / a.ident, plan.gpu_quota.get(a.settings.kubernetes.namespace), handout_id)
+            for a in attendees
         ]
+        _write_record(out, stage, attendees)
         written = []
         for a in attendees:
             dst = out / a.ident
@@ -290,9 +308,27 @@ def write_handout(
             header + yaml.safe_dump(workshop.sized(base, plan).public_dict(), sort_keys=False)
         )
     (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
-    index = [dict(asdict(a), settings=None, folder=a.ident) for a in attendees]
+    index = [dict(asdict(a), settings=None, folder=a.ident, handout_id=handout_id) for a in attendees]
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
+    (out / INDEX_FILE).chmod(0o600)
     return written
+
+
+def _write_record(out: Path, stage: Path, attendees: list[Attendee]) -> None:
+    """The facilitator's record of what was handed out (``OUT/record/``, 0700, outside every attendee's folder):
+    each attendee's env.yaml, namespace objects and access entry as written. ``handout status|namespaces|storage|
+    teardown`` act on these, never on what an attendee's folder says now."""
+    rec = out / RECORD_DIR
+    if rec.exists():
+        shutil.rmtree(rec)
+    rec.mkdir(mode=0o700)
+    for a in attendees:
+        for name in RECORDED:
+            src = stage / a.ident / name
+            if src.is_file():
+                dst = rec / f"{a.ident}.{name}"
+                shutil.copyfile(src, dst)
+                dst.chmod(0o600)
 
 
 def _distinct_local(attendees: list[Attendee]) -> None:
@@ -311,7 +347,7 @@ def _distinct_local(attendees: list[Attendee]) -> None:
             seen[(key, value)] = a.name
 
 
-def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[dict[str, Any]]:
+def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None, handout_id: str) -> list[dict[str, Any]]:
     import papermill
 
     folder.mkdir(parents=True)
@@ -332,10 +368,10 @@ def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[
         )
     if att.own_cluster:
         return []
-    docs = namespace_quota(att.settings, gpu_quota)
+    docs = namespace_quota(att.settings, gpu_quota, handout_id)
     (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     if att.principal_arn:
-        entry = workshop_namespace.access_entry_request(att.settings, att.principal_arn)
+        entry = workshop_namespace.access_entry_request(att.settings, att.principal_arn, handout_id)
         (folder / "access-entry.json").write_text(json.dumps(entry, indent=2) + "\n")
     return docs
 
@@ -355,12 +391,12 @@ def blank_notebook(path: Path):
     return nb
 
 
-def namespace_quota(settings: Settings, gpus: int | None) -> list[dict[str, Any]]:
+def namespace_quota(settings: Settings, gpus: int | None, handout_id: str = "") -> list[dict[str, Any]]:
     """The attendee's namespace on the shared cluster, confined by Kubernetes itself: Pod Security labels, a
     quota on GPUs, EFA, CPU and memory, a LimitRange, and the Role of the attendee's group
     (:func:`..plan.workshop_namespace.namespace_objects`)."""
     limit = gpus if gpus is not None else workshop.attendee_gpus(settings)
-    return workshop_namespace.namespace_objects(settings, limit)
+    return workshop_namespace.namespace_objects(settings, limit, handout_id)
 
 
 def summary_table(attendees: list[Attendee]) -> str:

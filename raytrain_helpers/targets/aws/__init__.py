@@ -28,6 +28,7 @@ from .parts import (
     worker_node_count,
 )
 from .preflight import preflight
+from .workshop.access import attendee_access
 from .workshop.attendee import cluster, devices, raycluster, teardown
 from .workshop.facilitator import attendee_state, create_namespace, remove_namespace
 from .workshop.storage import attendee_storage
@@ -56,6 +57,7 @@ __all__ = [
     "create_namespace",
     "remove_namespace",
     "attendee_storage",
+    "attendee_access",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -151,9 +151,16 @@ def create_namespace(settings: Settings, objects: list[dict], *, uid: str = "") 
     return True, "local target: no namespace (each attendee runs raylets of their own)", ""
 
 
-def remove_namespace(settings: Settings, *, assume_yes: bool = False, uid: str = "") -> tuple[bool, str]:
+def remove_namespace(
+    settings: Settings, *, assume_yes: bool = False, uid: str = "", objects: list[dict] = ()
+) -> tuple[bool, str]:
     """There are no namespaces locally: nothing to remove."""
     return True, "local target: no namespace (each attendee's raylets stop with their 08)"
+
+
+def attendee_access(settings: Settings, action: str = "status", *, request: dict | None = None):
+    """Attendees on one host reach only their own cluster through its token: no access entry to manage."""
+    return (None, "-") if action == "status" else (True, "local target: no access entry (each cluster's own token)")
 
 
 def attendee_storage(
@@ -254,6 +261,7 @@ __all__ = [
     "create_namespace",
     "remove_namespace",
     "attendee_storage",
+    "attendee_access",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -83,6 +83,16 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
         ("name,namespace\nAnn,kube-anything\n", ["row 2", "system namespace"]),
         ("name,namespace\nAnn,kuberay-system\n", ["row 2", "system namespace"]),
         ("name,namespace\nAnn,ray-train\n", ["row 2", "the base settings' own namespace"]),
+        # a cluster of the attendee's own is still created and deleted with its namespace
+        ("name,cluster_name,namespace\nAnn,ann-c,kube-system\n", ["row 2", "'kube-system' is a system namespace"]),
+        ("name,cluster_name,namespace\nAnn,ann-c,ray-train\n", ["row 2", "the base settings' own namespace"]),
+        # the shared cluster as an attendee's own: their 08 or teardown --yes would delete it
+        ("name,cluster_name\nAnn,raytrain-tutorial\n", ["row 2", "is the shared cluster"]),
+        # one identity bound in two namespaces
+        (
+            "name,principal_arn\nAnn,arn:aws:iam::123456789012:role/a\nBob,arn:aws:iam::123456789012:role/a\n",
+            ["row 3 (Bob)", "is also row 2's"],
+        ),
         ("name,principal_arn\nAnn,arn:aws:iam::12:role/x\n", ["row 2", "principal_arn", "not an IAM role"]),
         # an STS session cannot have an access entry (EKS CreateAccessEntry)
         ("name,principal_arn\nAnn,arn:aws:sts::123456789012:assumed-role/r/s\n", ["row 2", "not an IAM role"]),
