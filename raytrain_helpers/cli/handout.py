@@ -50,7 +50,8 @@ from ..core.validation import ConfigError
 from ..plan import workshop, workshop_namespace
 from ..targets import for_settings
 from . import handout_workshop
-from .handout_workshop import FACILITATOR, RECORD_DIR, RECORDED, attendee_progress
+from .handout_progress import attendee_progress
+from .handout_workshop import FACILITATOR, RECORD_DIR, RECORDED
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -76,6 +77,7 @@ class Attendee:
     overrides: dict[str, str]
     settings: Settings
     principal_arn: str = ""
+    on_host: bool = False  # the attendee's cluster runs on the hand-out's host (local target), not in a cloud
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,6 +106,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpus-per-attendee", type=int, default=None, help="shared cluster: raise each namespace's GPU quota"
     )
     p.add_argument("--hours", type=float, default=3.0, help="how long the workshop's clusters run (cost estimate)")
+    p.add_argument(
+        "--host",
+        default=None,
+        help="local-target rooms: the JupyterHub host's capacity where it is not this machine "
+        "(cpus=N,memory_gib=N,gpus=N,disk_gib=N)",
+    )
     p.add_argument("--offline", action="store_true", help="do not ask AWS for the vCPU quota (a note says so)")
     p.add_argument("--force", action="store_true", help="replace attendee folders that already exist")
     p.add_argument("--yes", action="store_true", help="teardown: also delete the attendees' own clusters")
@@ -123,14 +131,46 @@ def _cli_handout(args: argparse.Namespace) -> int:
         )
     attendees = read_roster(Path(args.roster), env_file=args.env_file, files=args.files)
     base = load(args.env_file, files=args.files, environ={}, check_installed_ray=False)
-    wp = workshop.plan(base, [(a.settings, a.own_cluster) for a in attendees], gpus_per_attendee=args.gpus_per_attendee,
-                       hours=args.hours)  # fmt: skip
-    notes = handout_workshop.check_account(base, wp, offline=args.offline)
-    written = write_handout(attendees, Path(args.out), force=args.force, plan=wp, base=base, notes=notes)
+    room, cloud = handout_workshop.host_room([a.settings for a in attendees], parse_host(args.host))
+    if room is not None and room.problems:
+        raise ConfigError(
+            f"the host cannot hold the {room.attendees} attendees' local clusters; nothing was written:\n  "
+            + "\n  ".join(room.problems)
+        )
+    for a in attendees:
+        a.on_host = a.settings.run_name not in cloud
+    in_cloud = [(a.settings, a.own_cluster) for a in attendees if not a.on_host]
+    wp = workshop.plan(base, in_cloud, gpus_per_attendee=args.gpus_per_attendee, hours=args.hours)
+    notes = handout_workshop.check_account(base, wp, offline=args.offline) if in_cloud else []
+    written = write_handout(attendees, Path(args.out), force=args.force, plan=wp, base=base, notes=notes, room=room)
     print(f"wrote {len(written)} attendee folders under {Path(args.out).resolve()}")
     print(summary_table(attendees))
-    print(handout_workshop.plan_text(wp, notes))
+    if room is not None:
+        print(handout_workshop.host_text(room))
+    if in_cloud:
+        print(handout_workshop.plan_text(wp, notes))
     return 0
+
+
+def parse_host(text: str | None) -> dict[str, float]:
+    """``--host cpus=32,memory_gib=128,gpus=0,disk_gib=200``: the JupyterHub host's capacity, where the hand-out
+    does not run on it (each key replaces the value read from this machine)."""
+    out: dict[str, float] = {}
+    keys = [k for k, _, _ in workshop.HOST_RESOURCES]
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, _, value = part.partition("=")
+        try:
+            if key.strip() not in keys:
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"--host {text!r}: {part!r} is not KEY=NUMBER of {', '.join(keys)}. "
+                "Fix: e.g. --host cpus=32,memory_gib=128"
+            ) from None
+    return out
 
 
 # ---- the roster ------------------------------------------------------------------------------------------------
@@ -269,6 +309,7 @@ def write_handout(
     plan: workshop.WorkshopPlan,
     base: Settings,
     notes: list[str] = (),  # type: ignore[assignment]
+    room: workshop.HostPlan | None = None,
 ) -> list[Path]:
     """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written; then the
     facilitator's folder (the shared cluster sized by ``plan``), ``shared-cluster.yaml`` and the cost estimate."""
@@ -307,7 +348,10 @@ def write_handout(
         (fac / "env.yaml").write_text(
             header + yaml.safe_dump(workshop.sized(base, plan).public_dict(), sort_keys=False)
         )
-    (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
+    if plan.attendees:
+        (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
+    if room is not None:
+        (out / "workshop-host.txt").write_text(handout_workshop.host_text(room) + "\n")
     index = [dict(asdict(a), settings=None, folder=a.ident, handout_id=handout_id) for a in attendees]
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
     (out / INDEX_FILE).chmod(0o600)
@@ -366,7 +410,7 @@ def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None, handout_
             progress_bar=False,
             log_output=False,
         )
-    if att.own_cluster:
+    if att.own_cluster or att.on_host:
         return []
     docs = namespace_quota(att.settings, gpu_quota, handout_id)
     (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
@@ -406,7 +450,9 @@ def summary_table(attendees: list[Attendee]) -> str:
             a.name,
             a.ident,
             a.settings.kubernetes.namespace,
-            a.settings.aws.cluster_name + ("" if a.own_cluster else " (shared)"),
+            "local, on this host"
+            if a.on_host
+            else a.settings.aws.cluster_name + ("" if a.own_cluster else " (shared)"),
             a.settings.aws.region,
         ]
         for a in attendees

@@ -9,6 +9,7 @@ their checkpoint storage, ``remove_namespace`` and ``teardown`` for the teardown
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from ..core.tables import format_table
 from ..core.validation import ConfigError
 from ..plan import workshop
 from ..targets import for_settings
+from .handout_progress import attendee_progress, inside
 from .report import export_html
 
 #: The facilitator's folder in a hand-out: the shared cluster's settings, sized for every attendee.
@@ -82,39 +84,35 @@ def plan_text(wp: workshop.WorkshopPlan, notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-# ---- progress ---------------------------------------------------------------------------------------------------
-def attendee_progress(folder: Path, run_name: str) -> dict[str, Any]:
-    """Which notebooks ran (any executed cell), which failed, the last job's status and the last verification."""
-    ran, failed = [], []
-    for nb in sorted((folder / "notebooks").glob("*.ipynb")):
-        try:
-            cells = json.loads(nb.read_text()).get("cells", [])
-        except (OSError, ValueError):
-            failed.append(nb.stem[:2])
-            continue
-        code = [c for c in cells if c.get("cell_type") == "code"]
-        if any(c.get("execution_count") for c in code):
-            ran.append(nb.stem[:2])
-        if any(o.get("output_type") == "error" for c in code for o in c.get("outputs", [])):
-            failed.append(nb.stem[:2])
-    run = folder / "runs" / run_name
-    job = _read_json(run / "job.json")
-    verify = _read_json(run / "verify.json")
-    return dict(
-        ran=ran,
-        failed=failed,
-        job=job.get("status", "-") if job else "-",
-        verify=("PASS" if verify.get("ok") else "FAIL") if verify else "-",
-    )
+def host_room(attendees: list[Settings], host: dict[str, float]) -> tuple[workshop.HostPlan | None, set[str]]:
+    """The attendees whose clusters run on the hand-out's host (their target's ``workshop_host``), planned against
+    the host (``host`` replaces what this machine reads), and the run names of the others (planned as a cloud
+    cluster)."""
+    on_host = [s for s in attendees if for_settings(s).workshop_host([s]) is not None]
+    cloud = {s.run_name for s in attendees} - {s.run_name for s in on_host}
+    if not on_host:
+        return None, cloud
+    needs, have = for_settings(on_host[0]).workshop_host(on_host)
+    return workshop.host_plan(needs, {**have, **host}), cloud
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+def host_text(room: workshop.HostPlan) -> str:
+    """The room's host: each resource the attendees' clusters take against what the host has."""
+    lines = [f"one host for {room.attendees} attendee(s): no cloud cluster, nothing billed by this tutorial"]
+    for key, what, unit in workshop.HOST_RESOURCES:
+        have = room.host.get(key, float("nan"))
+        lines.append(
+            f"  {what}: {room.need[key]:.1f}{unit} needed, host has "
+            + (f"{have:.1f}{unit}" if have == have else "unknown")
+        )
+    lines.append(f"  ports (each attendee's GCS and dashboard, on this host): {', '.join(map(str, room.ports))}")
+    lines.append("  the estimate assumes: 01's figures for each attendee's cluster (CPU cores its workers ask for, "
+                 "memory of Ray and the training workers), the object store spilling to disk up to its size per node, "
+                 "and 2 GiB of logs and checkpoints each")  # fmt: skip
+    return "\n".join(lines)
 
 
+# ---- the record -----------------------------------------------------------------------------------------------
 def recorded(out: Path, entry: dict[str, Any], name: str) -> Path:
     """The facilitator's record of one attendee's hand-out file (``name``: one of :data:`RECORDED`)."""
     return out / RECORD_DIR / f"{entry['folder']}.{name}"
@@ -163,7 +161,7 @@ def status_rows(out: Path, index: list[dict[str, Any]], *, cluster: bool = True)
     rows = []
     for a in index:
         p = attendee_progress(out / a["folder"], a["ident"])
-        row = [a["row"], a["name"], ", ".join(p["ran"]) or "-", ", ".join(p["failed"]) or "-", p["job"], p["verify"]]
+        row = [a["row"], a["name"], p["notebook"], p["failure"], p["job"], p["verdict"], p["ago"]]
         if cluster:
             try:
                 s = attendee_settings(out, a)
@@ -177,7 +175,7 @@ def status_rows(out: Path, index: list[dict[str, Any]], *, cluster: bool = True)
     return rows
 
 
-HEADERS = ["row", "name", "notebooks run", "with errors", "last job", "last verify"]
+HEADERS = ["row", "name", "last notebook", "last failure", "last job", "06 verdict", "last activity"]
 CLUSTER_HEADERS = ["Ray cluster (live)", "RayJob (live)", "storage (live)"]
 
 
@@ -231,7 +229,7 @@ def _each(out: Path, index: list[dict[str, Any]], step) -> list[list[str]]:
 def share_storage(out: Path, index: list[dict[str, Any]]) -> list[list[str]]:
     """Every shared-cluster attendee's pods get the facilitator's checkpoint storage, each kept to their own
     namespace's prefix (through the target: ``attendee_storage(..., "share")``). Own clusters have their own 02."""
-    fac = facilitator_settings(out) if any(not a["own_cluster"] for a in index) else None
+    fac = facilitator_settings(out) if any(not a["own_cluster"] and not a.get("on_host") for a in index) else None
 
     def step(a: dict[str, Any], s: Settings) -> list[list[str]]:
         if a["own_cluster"]:
@@ -327,6 +325,7 @@ def write_workshop_report(out: Path, index: list[dict[str, Any]], html: Path | N
     for a in index:
         folder = out / a["folder"]
         nb.cells.append(nbformat.v4.new_markdown_cell(f"---\n\n# {a['name']} (`{a['folder']}`)"))
+        nb.cells.append(nbformat.v4.new_markdown_cell(progress_markdown(attendee_progress(folder, a["ident"]))))
         parts = [(p, part) for p in attendee_notebooks(folder, a["ident"]) if (part := _read_inside(folder, p))]
         if not any(c.get("execution_count") for _, part in parts for c in part.cells if c.cell_type == "code"):
             nb.cells.append(nbformat.v4.new_markdown_cell("No notebook run yet."))
@@ -337,12 +336,23 @@ def write_workshop_report(out: Path, index: list[dict[str, Any]], html: Path | N
     return export_html(nb, html or out / "workshop-report.html")
 
 
-def inside(folder: Path, path: Path) -> bool:
-    """Whether ``path`` is a regular file that, links resolved, lies inside ``folder``."""
-    try:
-        return path.is_file() and path.resolve().is_relative_to(folder.resolve())
-    except OSError:
-        return False
+def progress_markdown(p: dict[str, Any]) -> str:
+    """The attendee's progress, then 06's verification table, as Markdown whose every value is escaped text."""
+    lines = ["| | |", "|---|---|"]
+    for key, label in (("notebook", "last notebook"), ("failure", "last failure"), ("job", "last job"),
+                       ("verdict", "06 verdict"), ("ago", "last activity")):  # fmt: skip
+        lines.append(f"| {label} | {_cell(p[key])} |")
+    if p["rows"]:
+        lines += ["", "**06's verification**", "", "| result | criterion | evidence |", "|---|---|---|"]
+        lines += [f"| {_cell(r.get('status'))} | {_cell(r.get('criterion'))} | {_cell(r.get('evidence'))} |"
+                  for r in p["rows"]]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """Text in a Markdown table cell, shown as it is: HTML escaped, Markdown's own characters backslashed."""
+    text = html.escape(str(value if value is not None else "-")).replace("\n", " ")
+    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|~<>" else ch for ch in text)[:600]
 
 
 def attendee_notebooks(folder: Path, run_name: str) -> list[Path]:
@@ -379,7 +389,7 @@ def _read_inside(folder: Path, path: Path):
 __all__ = [
     "action",
     "attendee_notebooks",
-    "inside",
+    "progress_markdown",
     "attendee_progress",
     "attendee_settings",
     "FACILITATOR",
@@ -391,6 +401,8 @@ __all__ = [
     "created_namespaces",
     "facilitator_settings",
     "plan_text",
+    "host_room",
+    "host_text",
     "recorded",
     "recorded_access",
     "recorded_objects",

@@ -56,6 +56,7 @@ INTERFACE = (
     "remove_namespace",
     "attendee_storage",
     "attendee_access",
+    "workshop_host",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",
@@ -189,6 +190,12 @@ class Target(Protocol):
         """``handout teardown``: remove the attendee's namespace on a shared cluster, only the one the hand-out
         created (UID ``uid``, recorded by ``handout namespaces``), and the cluster-scoped ``objects`` of the
         hand-out's record that still carry its labels; (done, what happened)."""
+
+    def workshop_host(self, attendees: list[Settings]) -> tuple[list[dict[str, Any]], dict[str, float]] | None:
+        """``handout`` for attendees on this target who all run on one host (the facilitator's JupyterHub host):
+        what each attendee's cluster takes there (``cpus``, ``memory_gib``, ``gpus``, ``ports``, ``disk_gib``) and
+        the host's capacity (``cpus``, ``memory_gib``, ``gpus``, ``disk_gib``); None where attendees' clusters run
+        elsewhere (a cloud: the hand-out plans that cluster instead)."""
 
     def attendee_access(
         self, settings: Settings, action: str = "status", *, request: dict | None = None

@@ -35,6 +35,11 @@ from .workshop.storage import attendee_storage
 
 NAME = "aws"
 
+
+def workshop_host(attendees):  # noqa: ANN001, ANN201 - the Target interface's signature
+    """Attendees' clusters run on EKS, not on the host: the hand-out plans the shared cluster instead."""
+    return None
+
 __all__ = [
     "NAME",
     "STANDS_IN_FOR",
@@ -58,6 +63,7 @@ __all__ = [
     "remove_namespace",
     "attendee_storage",
     "attendee_access",
+    "workshop_host",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -45,7 +45,7 @@ def _plant(nb_path: Path, md: list[str], outputs: list[dict]) -> None:
 def test_the_report_of_a_planted_notebook_runs_nothing_and_reads_nothing_outside_the_attendees_folder(
     tmp_path, clean_env, capsys, monkeypatch
 ):
-    assert _handout(tmp_path, "name,target\nAnn,local\nBob,local\n") == 0
+    assert _handout(tmp_path, "name,target\nAnn,local\nBob,local\n", "out", "--host", "cpus=8") == 0
     out = tmp_path / "out"
     monkeypatch.chdir(tmp_path)  # the facilitator's working folder
     secrets = {"in-cwd.txt": "SECRET-CWD-1", "outside/creds": "SECRET-LINKED-2", "outside/fac.ipynb": ""}
