@@ -11,8 +11,8 @@ The page is inert, because a notebook is whatever its author wrote (a workshop's
   working folder, checked with ``os.path.abspath``, so a link inside it is followed
   (``nbconvert/filters/markdown_mistune.py``, ``_src_to_base64``). Images come only from outputs' own data.
 * ``sanitize_html=True`` (the exporter's default is False): the lab template then passes Markdown and ``text/html``
-  through ``clean_html`` (bleach) and leaves ``application/javascript`` outputs out
-  (``share/jupyter/nbconvert/templates/lab/base.html.j2``).
+  through ``clean_html`` (bleach, with this module's allowlist: :func:`clean_html`) and leaves
+  ``application/javascript`` outputs out (``share/jupyter/nbconvert/templates/lab/base.html.j2``).
 * Then the page itself: every ``<script>``, frame, object, form, ``<base>``, ``<link>`` and ``<meta>`` removed,
   every ``on*`` attribute, every URL attribute but ``data:image/`` images and plain links, and a
   Content-Security-Policy ``<meta>`` first in ``<head>`` that allows no script, no fetch and no frame
@@ -122,7 +122,9 @@ def export_html(nb, out: Path) -> Path:
     if base.is_dir():
         os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (saved, str(base)) if p)
     try:
-        exporter = HTMLExporter(template_name="lab", embed_images=False, sanitize_html=True)
+        exporter = HTMLExporter(
+            template_name="lab", embed_images=False, sanitize_html=True, filters={"clean_html": clean_html}
+        )
         html, _ = exporter.from_notebook_node(nb)
     finally:
         if saved is None:
@@ -133,6 +135,28 @@ def export_html(nb, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
     return out
+
+
+#: What :func:`clean_html` keeps of Markdown and ``text/html``: text structure, tables, images, links, no more.
+ALLOWED_TAGS = ("a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em", "h1",
+                "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp", "small",
+                "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u",
+                "ul")  # fmt: skip
+ALLOWED_ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href"], "img": ["src", "alt", "width", "height"],
+                      "td": ["align", "colspan", "rowspan"], "th": ["align", "colspan", "rowspan"]}  # fmt: skip
+
+
+def clean_html(element) -> str:  # noqa: ANN001 - what nbconvert's template passes (str or bytes)
+    """The lab template's ``clean_html`` filter, replaced: nbconvert 7.17's (``filters/strings.py``) keeps bleach's
+    inline tags plus div/pre/code/span/table/tr/td only and escapes the rest, so every heading, paragraph and table
+    header of a notebook would show as literal tags. This one keeps :data:`ALLOWED_TAGS` and
+    :data:`ALLOWED_ATTRIBUTES` (bleach: anything else escaped, URLs only http(s), mailto and data, which
+    :func:`inert_html` narrows again)."""
+    import bleach
+
+    text = element.decode() if isinstance(element, bytes) else str(element)
+    return bleach.clean(text, tags=set(ALLOWED_TAGS), attributes=ALLOWED_ATTRIBUTES,
+                        protocols={"http", "https", "mailto", "data"}, strip=True)  # fmt: skip
 
 
 def inert_html(html: str) -> str:
