@@ -18,8 +18,17 @@ preflight, and refuses (nothing written) a workshop the quota cannot hold. Each 
 ``aws.shared_cluster: true`` (their steps stay in their namespace), has ports and a raylet folder of its own for a
 shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the cost estimate and what it assumes.
 
-``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
-RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout storage OUT`` gives
+A room whose attendees' clusters run on one host (the local target) is planned for that host instead
+(:func:`..plan.workshop.host_plan`: the sum of what each attendee's cluster takes against the host's cores, memory,
+GPUs and disk; refused with the numbers), with no cloud cluster or cost.
+
+The hand-out records what it wrote (``OUT/record/``, 0700, outside every attendee's folder) under a random hand-out
+id that names each attendee's group, ClusterRole and access entry tags; the facilitator's commands act on that record
+and refuse an attendee whose env.yaml changed what they act on (:mod:`.handout_workshop`).
+
+``handout status OUT`` reads what each attendee's runs recorded in their folder (:mod:`.handout_progress`) and,
+through the target, each attendee's RayCluster and last RayJob on the cluster; ``handout report OUT`` writes them
+all into one inert HTML page; ``handout storage OUT`` gives
 every shared-cluster attendee's namespace the facilitator's checkpoint storage (one EKS Pod Identity association
 each, ``aws.storage_per_namespace``); ``handout namespaces OUT`` creates the shared-cluster attendees' namespaces (never
 one that exists) and records their UIDs; ``handout teardown OUT`` removes only those namespaces and the storage

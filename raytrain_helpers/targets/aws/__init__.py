@@ -40,6 +40,7 @@ def workshop_host(attendees):  # noqa: ANN001, ANN201 - the Target interface's s
     """Attendees' clusters run on EKS, not on the host: the hand-out plans the shared cluster instead."""
     return None
 
+
 __all__ = [
     "NAME",
     "STANDS_IN_FOR",

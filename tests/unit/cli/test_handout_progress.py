@@ -61,3 +61,18 @@ def test_status_and_report_follow_a_cli_run_and_an_unsaved_papermill_run(tmp_pat
     assert "runs/ann/notebooks/01_capacity.ipynb" in ann and "capacity on this machine" in ann
     assert "No notebook run yet." in bob_part and "06's verification" in bob_part and "&lt;" not in bob_part
     assert "<td>job recorded by 05_train</td>" in bob_part and "<td>FAIL</td>" in bob_part
+
+
+def test_a_local_room_the_host_cannot_hold_is_refused_with_the_numbers(tmp_path, clean_env, capsys):
+    (tmp_path / "roster.csv").write_text("name\nAnn\nBob\nCy\n")
+    out = tmp_path / "ws"
+    args = ["handout", "--roster", str(tmp_path / "roster.csv"), "--out", str(out), "--env-file", ENV]
+    assert main([*args, "--host", "cpus=5,memory_gib=64,disk_gib=100"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was written" in err and "CPU cores: the 3 attendees' clusters take 6.0 (2, 2, 2)" in err, err
+    assert "the host has 5.0" in err and not out.exists()
+    assert main([*args, "--host", "cpus=6,memory_gib=64,disk_gib=100"]) == 0
+    host = (out / "workshop-host.txt").read_text()
+    assert "CPU cores: 6.0 needed, host has 6.0" in host and "6400, 6410, 6420" in host
+    assert main([*args, "--out", str(tmp_path / "x"), "--host", "memory=3"]) == 2
+    assert "--host 'memory=3'" in capsys.readouterr().err
