@@ -55,14 +55,8 @@ def _update(settings: Settings, change) -> None:
 
 
 def notebook_started(settings: Settings, notebook: str, *, shell=None) -> None:
-    """Record that ``notebook`` ("01".."08") started, and count every later cell of this kernel into it."""
-
-    def start(data: dict[str, Any], now: float) -> None:
-        nb = data["notebooks"].setdefault(notebook, {"cells": 0, "errors": 0})
-        nb["started"] = now
-        data.update(last_notebook=notebook, last_at=now)
-
-    _update(settings, start)
+    """In a notebook's kernel (an IPython shell): record that ``notebook`` ("01".."08") started, and count every
+    later cell of this kernel into it. Outside IPython (a script, a test) nothing is recorded."""
     if shell is None:
         try:
             from IPython import get_ipython
@@ -71,6 +65,13 @@ def notebook_started(settings: Settings, notebook: str, *, shell=None) -> None:
         shell = get_ipython()
     if shell is None:
         return
+
+    def start(data: dict[str, Any], now: float) -> None:
+        nb = data["notebooks"].setdefault(notebook, {"cells": 0, "errors": 0})
+        nb["started"] = now
+        data.update(last_notebook=notebook, last_at=now)
+
+    _update(settings, start)
     if _HOOK.get("shell") is shell:
         shell.events.unregister("post_run_cell", _HOOK["callback"])
 
