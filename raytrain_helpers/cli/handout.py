@@ -61,6 +61,7 @@ from ..targets import for_settings
 from . import handout_workshop
 from .handout_progress import attendee_progress
 from .handout_workshop import FACILITATOR, RECORD_DIR, RECORDED
+from .handout_workshop import NAMESPACES_FILE as NAMESPACES
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -323,6 +324,13 @@ def write_handout(
     """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written; then the
     facilitator's folder (the shared cluster sized by ``plan``), ``shared-cluster.yaml`` and the cost estimate."""
     _distinct_local(attendees)
+    live = handout_workshop.created_namespaces(out)
+    if live:
+        raise ConfigError(
+            f"{out} is a hand-out whose namespaces were created ({', '.join(sorted(live)[:5])}; {NAMESPACES}): "
+            "writing it again would lose the record its teardown acts on. Fix: `raytrain-tutorial handout teardown "
+            f"{out}` first, or another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     clashes = [a.ident for a in attendees if (out / a.ident).exists() and any((out / a.ident).iterdir())]
     if clashes and not force:

@@ -301,6 +301,8 @@ def teardown(out: Path, index: list[dict[str, Any]], *, yes: bool = False) -> li
             objects = recorded_objects(out, a)
             done, said = target.remove_namespace(s, assume_yes=True, uid=record.get(s.run_name, ""), objects=objects)
             rows = [[a["name"], f"namespace {s.kubernetes.namespace}", "yes" if done else "NO", said]]
+            if done and record.pop(s.run_name, None):  # gone: nothing of it left for a later teardown
+                (out / NAMESPACES_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
             done, said = target.attendee_access(s, "remove", request=recorded_access(out, a))
             rows.append([a["name"], "access entry", "yes" if done else "NO", said])
             done, said = target.attendee_storage(s, "remove")

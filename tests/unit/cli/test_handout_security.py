@@ -202,5 +202,10 @@ def test_repeated_handouts_have_identities_of_their_own_and_teardown_removes_its
             assert main(["handout", "teardown", str(tmp_path / "week1")]) == 1  # last week's teardown, again
             assert "not this hand-out's" in capsys.readouterr().out
             assert eks.describe_access_entry(clusterName=fac.aws.cluster_name, principalArn=PRINCIPAL)
+            # a hand-out whose namespaces exist is not written over: its record is what its teardown acts on
+            assert _handout(tmp_path, roster, "week2", "--force") == 2
+            assert "handout teardown" in capsys.readouterr().err
+            assert main(["handout", "teardown", str(tmp_path / "week2")]) == 1  # bob's entry is someone else's
+            assert _handout(tmp_path, roster, "week2", "--force") == 0
     finally:
         moto_ext.FAKE.reset()
