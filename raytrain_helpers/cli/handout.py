@@ -18,8 +18,17 @@ preflight, and refuses (nothing written) a workshop the quota cannot hold. Each 
 ``aws.shared_cluster: true`` (their steps stay in their namespace), has ports and a raylet folder of its own for a
 shared JupyterHub host, and a job timeout. ``OUT/workshop-cost.txt`` holds the cost estimate and what it assumes.
 
-``handout status OUT`` reads the attendees' folders and, through the target, each attendee's RayCluster and last
-RayJob on the cluster; ``handout report OUT`` writes them all into one HTML page; ``handout storage OUT`` gives
+A room whose attendees' clusters run on one host (the local target) is planned for that host instead
+(:func:`..plan.workshop.host_plan`: the sum of what each attendee's cluster takes against the host's cores, memory,
+GPUs and disk; refused with the numbers), with no cloud cluster or cost.
+
+The hand-out records what it wrote (``OUT/record/``, 0700, outside every attendee's folder) under a random hand-out
+id that names each attendee's group, ClusterRole and access entry tags; the facilitator's commands act on that record
+and refuse an attendee whose env.yaml changed what they act on (:mod:`.handout_workshop`).
+
+``handout status OUT`` reads what each attendee's runs recorded in their folder (:mod:`.handout_progress`) and,
+through the target, each attendee's RayCluster and last RayJob on the cluster; ``handout report OUT`` writes them
+all into one inert HTML page; ``handout storage OUT`` gives
 every shared-cluster attendee's namespace the facilitator's checkpoint storage (one EKS Pod Identity association
 each, ``aws.storage_per_namespace``); ``handout namespaces OUT`` creates the shared-cluster attendees' namespaces (never
 one that exists) and records their UIDs; ``handout teardown OUT`` removes only those namespaces and the storage
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import secrets
 import shutil
 import tempfile
 import unicodedata
@@ -49,7 +59,9 @@ from ..core.validation import ConfigError
 from ..plan import workshop, workshop_namespace
 from ..targets import for_settings
 from . import handout_workshop
-from .handout_workshop import FACILITATOR, attendee_progress
+from .handout_progress import attendee_progress
+from .handout_workshop import FACILITATOR, RECORD_DIR, RECORDED
+from .handout_workshop import NAMESPACES_FILE as NAMESPACES
 
 #: The roster's required column.
 NAME_COLUMN = "name"
@@ -75,6 +87,7 @@ class Attendee:
     overrides: dict[str, str]
     settings: Settings
     principal_arn: str = ""
+    on_host: bool = False  # the attendee's cluster runs on the hand-out's host (local target), not in a cloud
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -103,6 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpus-per-attendee", type=int, default=None, help="shared cluster: raise each namespace's GPU quota"
     )
     p.add_argument("--hours", type=float, default=3.0, help="how long the workshop's clusters run (cost estimate)")
+    p.add_argument(
+        "--host",
+        default=None,
+        help="local-target rooms: the JupyterHub host's capacity where it is not this machine "
+        "(cpus=N,memory_gib=N,gpus=N,disk_gib=N)",
+    )
     p.add_argument("--offline", action="store_true", help="do not ask AWS for the vCPU quota (a note says so)")
     p.add_argument("--force", action="store_true", help="replace attendee folders that already exist")
     p.add_argument("--yes", action="store_true", help="teardown: also delete the attendees' own clusters")
@@ -122,14 +141,46 @@ def _cli_handout(args: argparse.Namespace) -> int:
         )
     attendees = read_roster(Path(args.roster), env_file=args.env_file, files=args.files)
     base = load(args.env_file, files=args.files, environ={}, check_installed_ray=False)
-    wp = workshop.plan(base, [(a.settings, a.own_cluster) for a in attendees], gpus_per_attendee=args.gpus_per_attendee,
-                       hours=args.hours)  # fmt: skip
-    notes = handout_workshop.check_account(base, wp, offline=args.offline)
-    written = write_handout(attendees, Path(args.out), force=args.force, plan=wp, base=base, notes=notes)
+    room, cloud = handout_workshop.host_room([a.settings for a in attendees], parse_host(args.host))
+    if room is not None and room.problems:
+        raise ConfigError(
+            f"the host cannot hold the {room.attendees} attendees' local clusters; nothing was written:\n  "
+            + "\n  ".join(room.problems)
+        )
+    for a in attendees:
+        a.on_host = a.settings.run_name not in cloud
+    in_cloud = [(a.settings, a.own_cluster) for a in attendees if not a.on_host]
+    wp = workshop.plan(base, in_cloud, gpus_per_attendee=args.gpus_per_attendee, hours=args.hours)
+    notes = handout_workshop.check_account(base, wp, offline=args.offline) if in_cloud else []
+    written = write_handout(attendees, Path(args.out), force=args.force, plan=wp, base=base, notes=notes, room=room)
     print(f"wrote {len(written)} attendee folders under {Path(args.out).resolve()}")
     print(summary_table(attendees))
-    print(handout_workshop.plan_text(wp, notes))
+    if room is not None:
+        print(handout_workshop.host_text(room))
+    if in_cloud:
+        print(handout_workshop.plan_text(wp, notes))
     return 0
+
+
+def parse_host(text: str | None) -> dict[str, float]:
+    """``--host cpus=32,memory_gib=128,gpus=0,disk_gib=200``: the JupyterHub host's capacity, where the hand-out
+    does not run on it (each key replaces the value read from this machine)."""
+    out: dict[str, float] = {}
+    keys = [k for k, _, _ in workshop.HOST_RESOURCES]
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, _, value = part.partition("=")
+        try:
+            if key.strip() not in keys:
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"--host {text!r}: {part!r} is not KEY=NUMBER of {', '.join(keys)}. "
+                "Fix: e.g. --host cpus=32,memory_gib=128"
+            ) from None
+    return out
 
 
 # ---- the roster ------------------------------------------------------------------------------------------------
@@ -154,6 +205,7 @@ def read_roster(path: Path, *, env_file: str | None = None, files: list[str] | t
     attendees: list[Attendee] = []
     errors: list[str] = []
     seen: dict[str, int] = {}
+    principals: dict[str, int] = {}
     for row_no, row in rows:
         try:
             att = _attendee(row_no, row, base, env_file, files)
@@ -166,6 +218,15 @@ def read_roster(path: Path, *, env_file: str | None = None, files: list[str] | t
                 "Fix: make the names differ (e.g. add an initial)"
             )
             continue
+        if att.principal_arn and att.principal_arn in principals:
+            errors.append(
+                f"row {row_no} ({att.name}): principal_arn {att.principal_arn} is also row "
+                f"{principals[att.principal_arn]}'s: one identity would be bound in two namespaces. Fix: each "
+                "attendee's own IAM role or user"
+            )
+            continue
+        if att.principal_arn:
+            principals[att.principal_arn] = row_no
         seen[att.ident] = row_no
         attendees.append(att)
     if errors:
@@ -223,15 +284,19 @@ def _attendee(row_no: int, row: dict[str, str], base: Settings, env_file: str | 
     # `up`, 0600 in the attendee's own 0700 temp_root), whatever the base env.yaml says
     params["auth_mode"] = "token"
     settings = load(env_file, files=files, environ={}, check_installed_ray=False, **params)
-    if not own:
-        problem = workshop_namespace.reserved_namespace_problem(
-            settings.kubernetes.namespace, base.kubernetes.namespace
+    # an own cluster's 04 creates and 08 deletes its namespace too: never a system one or the base's
+    problem = workshop_namespace.reserved_namespace_problem(settings.kubernetes.namespace, base.kubernetes.namespace)
+    if problem:
+        raise ConfigError(problem)
+    if own and settings.aws.cluster_name == base.aws.cluster_name:
+        raise ConfigError(
+            f"cluster_name = {settings.aws.cluster_name!r} is the shared cluster, and a cluster of the attendee's own "
+            "is theirs to create and delete (their 08, handout teardown --yes). Fix: leave cluster_name empty to "
+            "share the base cluster, or give a name of the attendee's own"
         )
-        if problem:
-            raise ConfigError(problem)
     principal = row.get(PRINCIPAL_COLUMN, "")
     if principal and not own:
-        workshop_namespace.access_entry_request(settings, principal)  # refuses a malformed ARN
+        workshop_namespace.check_principal(principal)
     return Attendee(row=row_no, name=name, ident=ident, own_cluster=own, overrides=overrides, settings=settings,
                     principal_arn=principal)  # fmt: skip
 
@@ -254,10 +319,18 @@ def write_handout(
     plan: workshop.WorkshopPlan,
     base: Settings,
     notes: list[str] = (),  # type: ignore[assignment]
+    room: workshop.HostPlan | None = None,
 ) -> list[Path]:
     """Write every attendee's folder through a staging folder, so a failure leaves nothing half-written; then the
     facilitator's folder (the shared cluster sized by ``plan``), ``shared-cluster.yaml`` and the cost estimate."""
     _distinct_local(attendees)
+    live = handout_workshop.created_namespaces(out)
+    if live:
+        raise ConfigError(
+            f"{out} is a hand-out whose namespaces were created ({', '.join(sorted(live)[:5])}; {NAMESPACES}): "
+            "writing it again would lose the record its teardown acts on. Fix: `raytrain-tutorial handout teardown "
+            f"{out}` first, or another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     clashes = [a.ident for a in attendees if (out / a.ident).exists() and any((out / a.ident).iterdir())]
     if clashes and not force:
@@ -265,11 +338,14 @@ def write_handout(
             f"{len(clashes)} attendee folder(s) already exist under {out} ({', '.join(clashes[:5])}). "
             "Fix: another --out, or --force to replace them"
         )
+    handout_id = secrets.token_hex(4)
     stage = Path(tempfile.mkdtemp(prefix=".handout-", dir=out))
     try:
         quotas = [
-            _write_attendee(a, stage / a.ident, plan.gpu_quota.get(a.settings.kubernetes.namespace)) for a in attendees
+            _write_attendee(a, stage / a.ident, plan.gpu_quota.get(a.settings.kubernetes.namespace), handout_id)
+            for a in attendees
         ]
+        _write_record(out, stage, attendees)
         written = []
         for a in attendees:
             dst = out / a.ident
@@ -289,10 +365,31 @@ def write_handout(
         (fac / "env.yaml").write_text(
             header + yaml.safe_dump(workshop.sized(base, plan).public_dict(), sort_keys=False)
         )
-    (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
-    index = [dict(asdict(a), settings=None, folder=a.ident) for a in attendees]
+    if plan.attendees:
+        (out / "workshop-cost.txt").write_text(handout_workshop.plan_text(plan, list(notes)) + "\n")
+    if room is not None:
+        (out / "workshop-host.txt").write_text(handout_workshop.host_text(room) + "\n")
+    index = [dict(asdict(a), settings=None, folder=a.ident, handout_id=handout_id) for a in attendees]
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
+    (out / INDEX_FILE).chmod(0o600)
     return written
+
+
+def _write_record(out: Path, stage: Path, attendees: list[Attendee]) -> None:
+    """The facilitator's record of what was handed out (``OUT/record/``, 0700, outside every attendee's folder):
+    each attendee's env.yaml, namespace objects and access entry as written. ``handout status|namespaces|storage|
+    teardown`` act on these, never on what an attendee's folder says now."""
+    rec = out / RECORD_DIR
+    if rec.exists():
+        shutil.rmtree(rec)
+    rec.mkdir(mode=0o700)
+    for a in attendees:
+        for name in RECORDED:
+            src = stage / a.ident / name
+            if src.is_file():
+                dst = rec / f"{a.ident}.{name}"
+                shutil.copyfile(src, dst)
+                dst.chmod(0o600)
 
 
 def _distinct_local(attendees: list[Attendee]) -> None:
@@ -311,7 +408,7 @@ def _distinct_local(attendees: list[Attendee]) -> None:
             seen[(key, value)] = a.name
 
 
-def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[dict[str, Any]]:
+def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None, handout_id: str) -> list[dict[str, Any]]:
     import papermill
 
     folder.mkdir(parents=True)
@@ -330,12 +427,12 @@ def _write_attendee(att: Attendee, folder: Path, gpu_quota: int | None) -> list[
             progress_bar=False,
             log_output=False,
         )
-    if att.own_cluster:
+    if att.own_cluster or att.on_host:
         return []
-    docs = namespace_quota(att.settings, gpu_quota)
+    docs = namespace_quota(att.settings, gpu_quota, handout_id)
     (folder / "namespace.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     if att.principal_arn:
-        entry = workshop_namespace.access_entry_request(att.settings, att.principal_arn)
+        entry = workshop_namespace.access_entry_request(att.settings, att.principal_arn, handout_id)
         (folder / "access-entry.json").write_text(json.dumps(entry, indent=2) + "\n")
     return docs
 
@@ -355,12 +452,12 @@ def blank_notebook(path: Path):
     return nb
 
 
-def namespace_quota(settings: Settings, gpus: int | None) -> list[dict[str, Any]]:
+def namespace_quota(settings: Settings, gpus: int | None, handout_id: str = "") -> list[dict[str, Any]]:
     """The attendee's namespace on the shared cluster, confined by Kubernetes itself: Pod Security labels, a
     quota on GPUs, EFA, CPU and memory, a LimitRange, and the Role of the attendee's group
     (:func:`..plan.workshop_namespace.namespace_objects`)."""
     limit = gpus if gpus is not None else workshop.attendee_gpus(settings)
-    return workshop_namespace.namespace_objects(settings, limit)
+    return workshop_namespace.namespace_objects(settings, limit, handout_id)
 
 
 def summary_table(attendees: list[Attendee]) -> str:
@@ -370,7 +467,9 @@ def summary_table(attendees: list[Attendee]) -> str:
             a.name,
             a.ident,
             a.settings.kubernetes.namespace,
-            a.settings.aws.cluster_name + ("" if a.own_cluster else " (shared)"),
+            "local, on this host"
+            if a.on_host
+            else a.settings.aws.cluster_name + ("" if a.own_cluster else " (shared)"),
             a.settings.aws.region,
         ]
         for a in attendees

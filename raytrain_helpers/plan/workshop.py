@@ -127,6 +127,45 @@ def quota_problems(wp: WorkshopPlan, rows: Sequence[tuple[str, bool | None, str]
     return [f"vCPU quota {name}: {evidence}" for name, fits, evidence in rows if fits is False]
 
 
+@dataclass
+class HostPlan:
+    """A room whose attendees' clusters all run on one host: their sum against the host's capacity."""
+
+    attendees: int
+    need: dict[str, float]
+    host: dict[str, float]
+    ports: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+#: What a host plan compares: (key, what it is, unit).
+HOST_RESOURCES = (("cpus", "CPU cores", ""), ("memory_gib", "memory", " GiB"), ("gpus", "GPUs", ""),
+                  ("disk_gib", "free disk under the attendees' temp_root", " GiB"))  # fmt: skip
+
+
+def host_plan(needs: Sequence[dict[str, object]], host: dict[str, float]) -> HostPlan:
+    """Sum what each attendee's cluster takes (the target's ``workshop_host``) and refuse, with the numbers, what
+    the host cannot hold (a value the host could not read, NaN, is not compared); ports must all differ."""
+    total = {k: float(sum(float(n[k]) for n in needs)) for k, _, _ in HOST_RESOURCES}  # type: ignore[arg-type]
+    ports = [int(p) for n in needs for p in n["ports"]]  # type: ignore[union-attr]
+    hp = HostPlan(len(needs), total, dict(host), sorted(ports))
+    for key, what, unit in HOST_RESOURCES:
+        have = host.get(key, float("nan"))
+        if have == have and total[key] > have:
+            each = ", ".join(f"{float(n[key]):g}" for n in needs[:5]) + (" ..." if len(needs) > 5 else "")  # type: ignore[arg-type]
+            hp.problems.append(
+                f"{what}: the {len(needs)} attendees' clusters take {total[key]:.1f}{unit} ({each}), the host has "
+                f"{have:.1f}{unit}. Fix: fewer attendees per host, smaller local clusters in the roster or base "
+                f"(worker_nodes, cpus_per_worker_node, object_store_mb), or a bigger host (--host {key}=N)"
+            )
+    dup = sorted({p for p in ports if ports.count(p) > 1})
+    if dup:
+        hp.problems.append(
+            f"ports used by two attendees: {dup}. Fix: leave gcs_port and dashboard_port out of the roster"
+        )
+    return hp
+
+
 def local_slot(index: int, base: Settings) -> dict[str, object]:
     """Attendee ``index`` (0, 1, ...)'s own ``local.gcs_port``, ``local.dashboard_port`` and ``local.temp_root``,
     so that attendees on one JupyterHub host never share a port or a raylet folder. Deterministic: the same row
@@ -148,6 +187,9 @@ def local_slot(index: int, base: Settings) -> dict[str, object]:
 
 
 __all__ = [
+    "HOST_RESOURCES",
+    "HostPlan",
+    "host_plan",
     "PORT_STRIDE",
     "TEMP_ROOT",
     "WorkshopPlan",

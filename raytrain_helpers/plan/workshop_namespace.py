@@ -48,9 +48,20 @@ ROLE = "raytrain-attendee"
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 
 
-def attendee_group(settings: Settings) -> str:
-    """The Kubernetes group the attendee's access entry puts them in (never ``system:``)."""
-    return f"raytrain-attendee:{settings.run_name}"
+#: The label (and access entry tag) that names the hand-out an object belongs to: a run name repeats across
+#: workshops, a hand-out id does not (``handout`` draws a random one each time it writes the folders).
+HANDOUT_LABEL = "raytrain-tutorial/handout"
+
+
+def attendee_group(settings: Settings, handout_id: str = "") -> str:
+    """The Kubernetes group the attendee's access entry puts them in (never ``system:``); unique per hand-out, so
+    last workshop's access entry of the same run name is bound to nothing in this one's namespace."""
+    return f"raytrain-attendee:{settings.run_name}" + (f":{handout_id}" if handout_id else "")
+
+
+def cluster_role_name(settings: Settings, handout_id: str = "") -> str:
+    """The attendee's ClusterRole and ClusterRoleBinding: unique per hand-out (see :func:`attendee_group`)."""
+    return f"{ROLE}-{settings.run_name}" + (f"-{handout_id}" if handout_id else "")
 
 
 def reserved_namespace_problem(namespace: str, base_namespace: str) -> str | None:
@@ -88,19 +99,22 @@ def quota_hard(settings: Settings, gpus: int) -> dict[str, str]:
     return hard
 
 
-def namespace_objects(settings: Settings, gpus: int) -> list[dict[str, Any]]:
-    """Every object of the attendee's namespace (see the module's docstring), in apply order."""
+def namespace_objects(settings: Settings, gpus: int, handout_id: str = "") -> list[dict[str, Any]]:
+    """Every object of the attendee's namespace (see the module's docstring), in apply order; ``handout_id``
+    names the hand-out in every object's labels and in the group and ClusterRole names."""
     ns = settings.kubernetes.namespace
     if gpus < 0:
         raise ConfigError("--gpus-per-attendee must not be negative. Fix: leave it out (computed)")
     labels = {MANAGED_BY[0]: MANAGED_BY[1], ATTENDEE_LABEL: settings.run_name}
+    if handout_id:
+        labels[HANDOUT_LABEL] = handout_id
     level = ray_pod_level(settings)
     psa = {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce",)}
     psa.update({f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("warn", "audit")})
     worker = worker_size(settings)
     meta = {"namespace": ns, "labels": labels}
-    group = {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": attendee_group(settings)}
-    cluster_role = f"{ROLE}-{settings.run_name}"
+    group = {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": attendee_group(settings, handout_id)}
+    cluster_role = cluster_role_name(settings, handout_id)
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {**labels, **psa}}},
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "attendee-quota", **meta},
@@ -150,33 +164,45 @@ def _cluster_read_rules(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def access_entry_request(settings: Settings, principal_arn: str) -> dict[str, Any]:
-    """The EKS ``CreateAccessEntry`` request that maps the attendee's IAM role or user to their group (botocore's
-    ``eks`` model: clusterName, principalArn, kubernetesGroups, type, tags). No access policy is associated: the
-    Role and RoleBinding of :func:`namespace_objects` are all the attendee may do."""
+def check_principal(principal_arn: str) -> None:
+    """Refuse what cannot have an EKS access entry (an STS session, a malformed ARN)."""
     if not _PRINCIPAL_ARN.match(principal_arn or ""):
         raise ConfigError(
             f"principal_arn = {principal_arn!r} is not an IAM role or user ARN. Fix: the attendee's own role, e.g. "
             "arn:aws:iam::123456789012:role/workshop-ann (never the facilitator's)"
         )
+
+
+def access_entry_request(settings: Settings, principal_arn: str, handout_id: str = "") -> dict[str, Any]:
+    """The EKS ``CreateAccessEntry`` request that maps the attendee's IAM role or user to their group (botocore's
+    ``eks`` model: clusterName, principalArn, kubernetesGroups, type, tags). No access policy is associated: the
+    Role and RoleBinding of :func:`namespace_objects` are all the attendee may do. The tags name the hand-out:
+    ``handout teardown`` deletes only an entry that carries them."""
+    check_principal(principal_arn)
+    tags = {"raytrain-tutorial": settings.aws.cluster_name, ATTENDEE_LABEL: settings.run_name}
+    if handout_id:
+        tags[HANDOUT_LABEL] = handout_id
     return {
         "clusterName": settings.aws.cluster_name,
         "principalArn": principal_arn,
-        "kubernetesGroups": [attendee_group(settings)],
+        "kubernetesGroups": [attendee_group(settings, handout_id)],
         "type": "STANDARD",
-        "tags": {"raytrain-tutorial": settings.aws.cluster_name, ATTENDEE_LABEL: settings.run_name},
+        "tags": tags,
     }
 
 
 __all__ = [
     "ATTENDEE_LABEL",
     "DEFAULT_CONTAINER",
+    "HANDOUT_LABEL",
     "HEADROOM",
     "MANAGED_BY",
     "RESERVED_NAMESPACES",
     "ROLE",
     "access_entry_request",
     "attendee_group",
+    "check_principal",
+    "cluster_role_name",
     "namespace_objects",
     "quota_hard",
     "ray_pod_level",

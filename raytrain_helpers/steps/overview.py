@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..core.settings import Settings
 from ..plan import cost, walkthrough
 from ..targets import for_settings
+from . import progress
 
 
 def describe(
@@ -17,6 +18,7 @@ def describe(
     aws the walkthrough estimate allows (:func:`.walkthrough.chapter_minutes`, for these settings), priced;
     ``minutes`` instead gives them directly.
     """
+    progress.notebook_started(settings, notebook or "01")  # what a workshop's facilitator reads
     if notebook is not None:
         minutes = walkthrough.chapter_minutes(settings, notebook)
     t = settings.train

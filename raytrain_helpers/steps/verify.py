@@ -22,6 +22,7 @@ from ..plan.memory import MemoryPlan, model_config, plan_for
 from ..present.shown import Shown
 from ..targets import for_settings
 from ..worker.train import restore_check
+from . import progress
 from .completions import check_completions, show_generations
 from .completions import generate as generate  # 06 and scripts call rt.steps.verify.generate
 from .train import live_status, load_last, runs_dir
@@ -365,7 +366,7 @@ def run(
             audit = audit_run(settings, job)
         except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
             error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
-    return verify(
+    v = verify(
         settings,
         job,
         run_name=run_name,
@@ -374,6 +375,9 @@ def run(
         audit_error=error,
         check_model=check_model,
     )
+    if run_name is None or run_name == settings.run_name:  # the verdict of this run, where status reads it
+        progress.record_verdict(settings, v.criteria, submission_id=getattr(job, "submission_id", "") or "")
+    return v
 
 
 #: "The model learned": the mean of the last evals is at least this fraction below the first eval.

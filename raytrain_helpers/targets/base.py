@@ -55,6 +55,8 @@ INTERFACE = (
     "create_namespace",
     "remove_namespace",
     "attendee_storage",
+    "attendee_access",
+    "workshop_host",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",
@@ -182,9 +184,25 @@ class Target(Protocol):
         never taking over one that exists (unless it is the one of UID ``uid`` the hand-out created); (done, what
         happened, its UID)."""
 
-    def remove_namespace(self, settings: Settings, *, assume_yes: bool = False, uid: str = "") -> tuple[bool, str]:
+    def remove_namespace(
+        self, settings: Settings, *, assume_yes: bool = False, uid: str = "", objects: list[dict] = ()
+    ) -> tuple[bool, str]:
         """``handout teardown``: remove the attendee's namespace on a shared cluster, only the one the hand-out
-        created (UID ``uid``, recorded by ``handout namespaces``); (done, what happened)."""
+        created (UID ``uid``, recorded by ``handout namespaces``), and the cluster-scoped ``objects`` of the
+        hand-out's record that still carry its labels; (done, what happened)."""
+
+    def workshop_host(self, attendees: list[Settings]) -> tuple[list[dict[str, Any]], dict[str, float]] | None:
+        """``handout`` for attendees on this target who all run on one host (the facilitator's JupyterHub host):
+        what each attendee's cluster takes there (``cpus``, ``memory_gib``, ``gpus``, ``ports``, ``disk_gib``) and
+        the host's capacity (``cpus``, ``memory_gib``, ``gpus``, ``disk_gib``); None where attendees' clusters run
+        elsewhere (a cloud: the hand-out plans that cluster instead)."""
+
+    def attendee_access(
+        self, settings: Settings, action: str = "status", *, request: dict | None = None
+    ) -> tuple[bool | None, str]:
+        """``handout namespaces|status|teardown``: the attendee's access to the shared cluster as the hand-out's
+        ``request`` (its record) asks: ``create`` it, say whether it is there (``status``), or ``remove`` it, only
+        while it carries the hand-out's tags; (done, what happened), done None where a status could not be read."""
 
     def attendee_storage(
         self, settings: Settings, action: str = "status", *, facilitator: Settings | None = None

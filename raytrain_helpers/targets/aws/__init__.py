@@ -28,11 +28,18 @@ from .parts import (
     worker_node_count,
 )
 from .preflight import preflight
+from .workshop.access import attendee_access
 from .workshop.attendee import cluster, devices, raycluster, teardown
 from .workshop.facilitator import attendee_state, create_namespace, remove_namespace
 from .workshop.storage import attendee_storage
 
 NAME = "aws"
+
+
+def workshop_host(attendees):  # noqa: ANN001, ANN201 - the Target interface's signature
+    """Attendees' clusters run on EKS, not on the host: the hand-out plans the shared cluster instead."""
+    return None
+
 
 __all__ = [
     "NAME",
@@ -56,6 +63,8 @@ __all__ = [
     "create_namespace",
     "remove_namespace",
     "attendee_storage",
+    "attendee_access",
+    "workshop_host",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -7,6 +7,7 @@ Exports the names of :mod:`..base` (the Target interface).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +29,14 @@ from .raylets import (
     up,
 )
 from .raylets import teardown as stop_cluster
-from .resources import LocalCapacity, local_resources, local_world_size, resolve_local_gpus
+from .resources import (
+    LocalCapacity,
+    host_capacity,
+    local_resources,
+    local_world_size,
+    resolve_local_gpus,
+    workshop_need,
+)
 
 NAME = "local"
 #: The notebooks show the aws path's commands first: this cluster stands in for the EKS one.
@@ -151,9 +159,23 @@ def create_namespace(settings: Settings, objects: list[dict], *, uid: str = "") 
     return True, "local target: no namespace (each attendee runs raylets of their own)", ""
 
 
-def remove_namespace(settings: Settings, *, assume_yes: bool = False, uid: str = "") -> tuple[bool, str]:
+def remove_namespace(
+    settings: Settings, *, assume_yes: bool = False, uid: str = "", objects: list[dict] = ()
+) -> tuple[bool, str]:
     """There are no namespaces locally: nothing to remove."""
     return True, "local target: no namespace (each attendee's raylets stop with their 08)"
+
+
+def workshop_host(attendees: list[Settings]) -> tuple[list[dict[str, Any]], dict[str, float]] | None:
+    """A workshop room on one host: what each attendee's local cluster takes, and this host's capacity."""
+    if not attendees:
+        return None
+    return [workshop_need(s) for s in attendees], host_capacity(os.path.dirname(attendees[0].local.temp_root_path()))
+
+
+def attendee_access(settings: Settings, action: str = "status", *, request: dict | None = None):
+    """Attendees on one host reach only their own cluster through its token: no access entry to manage."""
+    return (None, "-") if action == "status" else (True, "local target: no access entry (each cluster's own token)")
 
 
 def attendee_storage(
@@ -254,6 +276,8 @@ __all__ = [
     "create_namespace",
     "remove_namespace",
     "attendee_storage",
+    "attendee_access",
+    "workshop_host",
     "worker_node_count",
     "plugins_action",
     "kuberay_action",

@@ -210,3 +210,42 @@ def local_resources(settings: Settings) -> LocalCapacity:
         plan=plan,
         problems=problems,
     )
+
+
+#: Disk each attendee's local cluster may write beside its object-store spill: Ray's session logs and the run's
+#: checkpoints and exported model of the small presets (an assumption the hand-out prints, not a measurement).
+WORKSHOP_DISK_GIB = 2.0
+
+
+def workshop_need(settings: Settings) -> dict[str, Any]:
+    """What one workshop attendee's local cluster takes from a shared host: CPU cores and memory as 01 computes
+    them (:func:`local_resources`), GPUs, its two fixed ports, and disk under its ``temp_root`` (the object store
+    spills there, up to its size per node, plus :data:`WORKSHOP_DISK_GIB`)."""
+    cap = local_resources(settings)
+    nodes = settings.local.worker_nodes + 1  # the head raylet too
+    return dict(
+        cpus=cap.cpus_needed,
+        memory_gib=cap.required_mem_gib,
+        gpus=cap.worker_nodes * cap.gpus_per_worker_node,
+        ports=[settings.local.gcs_port, settings.local.dashboard_port],
+        disk_gib=nodes * settings.local.object_store_mb / 1024 + WORKSHOP_DISK_GIB,
+        temp_root=settings.local.temp_root_path(),
+    )
+
+
+def host_capacity(path: str = "/tmp") -> dict[str, float]:
+    """This machine: CPU cores, total memory (GiB), visible GPUs and free disk (GiB) under ``path``."""
+    import shutil
+
+    total = float("nan")
+    try:
+        with open("/proc/meminfo") as f:
+            total = next(int(ln.split()[1]) * 1024 / GIB for ln in f if ln.startswith("MemTotal:"))
+    except (OSError, StopIteration):  # pragma: no cover
+        pass
+    return dict(
+        cpus=float(os.cpu_count() or 1),
+        memory_gib=total,
+        gpus=float(len(_visible_gpus())),
+        disk_gib=shutil.disk_usage(path).free / GIB,
+    )

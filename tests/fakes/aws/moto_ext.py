@@ -10,8 +10,9 @@ moto 5.2.1 has EC2 offerings/instance types/AZs, VPCs, EKS, IAM, CloudFormation 
 * CloudFormation never fails a stack: a node group EC2 has no capacity for rolls back as the real service does
   (moto_cfn.py), and it neither enforces termination protection nor implements UpdateTerminationProtection
   (moto_cfn.py adds both);
-* EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``) and EKS Pod Identity associations
-  (``Create/List/Describe/Update/DeletePodIdentityAssociation``) are not implemented;
+* EKS add-ons (``CreateAddon``/``DescribeAddon``/``ListAddons``), EKS Pod Identity associations
+  (``Create/List/Describe/Update/DeletePodIdentityAssociation``) and access entries
+  (``Create/Describe/List/DeleteAccessEntry``) are not implemented;
 * S3's ``CompleteMultipartUpload`` answers with a ``<CompleteMultipartUploadResponse>`` root element where S3
   documents ``<CompleteMultipartUploadResult>``: pyarrow's S3 filesystem (what Ray Data and the export write
   with) takes the unknown root for an error embedded in a 200 OK and retries with backoff, so every multipart
@@ -80,6 +81,8 @@ class FakeState:
     addons: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
     #: region -> association id -> EKS Pod Identity association (API shape)
     associations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: (region, cluster) -> principal ARN -> EKS access entry (API shape)
+    access_entries: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -94,6 +97,7 @@ class FakeState:
             self.deny.clear()
             self.addons.clear()
             self.associations.clear()
+            self.access_entries.clear()
             self.calls.clear()
 
     def all_reservations(self, region: str | None = None) -> list[dict[str, Any]]:
@@ -495,6 +499,81 @@ def _delete_pod_identity_association(self):  # noqa: ANN001
         return ActionResult({"association": dict(a)})
 
 
+_ACCESS_PATH = re.compile(r"/clusters/([^/]+)/access-entries(?:/([^/?]+))?")
+
+
+def _access_target(self) -> tuple[str, str | None]:  # noqa: ANN001
+    """(cluster, principal ARN) of an access-entry request: botocore percent-encodes the ARN's ``/`` in the path
+    (a non-greedy label), so the item is unquoted after the match."""
+    from moto.eks.exceptions import ResourceNotFoundException
+    from moto.eks.models import eks_backends
+
+    m = _ACCESS_PATH.search(self.path)
+    cluster = urllib.parse.unquote(m.group(1))
+    if cluster not in eks_backends[self.current_account][self.region].clusters:
+        raise ResourceNotFoundException(clusterName=cluster, message=f"No cluster found for name: {cluster}.")
+    return cluster, urllib.parse.unquote(m.group(2)) if m.group(2) else None
+
+
+def _create_access_entry(self):  # noqa: ANN001
+    """EKS API ``CreateAccessEntry``: one entry per principal and cluster (``ResourceInUseException`` else)."""
+    from moto.core.responses import ActionResult
+    from moto.eks.exceptions import ResourceInUseException
+
+    cluster, _ = _access_target(self)
+    FAKE.calls.append(("CreateAccessEntry", self.region))
+    principal = self._get_param("principalArn")
+    with FAKE.lock:
+        entries = FAKE.access_entries.setdefault((self.region, cluster), {})
+        if principal in entries:
+            raise ResourceInUseException(message="The specified access entry resource is already in use")
+        entries[principal] = {
+            "clusterName": cluster,
+            "principalArn": principal,
+            "kubernetesGroups": self._get_param("kubernetesGroups") or [],
+            "accessEntryArn": f"arn:aws:eks:{self.region}:{ACCOUNT}:access-entry/{cluster}/{uuid.uuid4().hex[:8]}",
+            "createdAt": _now(),
+            "modifiedAt": _now(),
+            "tags": self._get_param("tags") or {},
+            "username": self._get_param("username") or principal,
+            "type": self._get_param("type") or "STANDARD",
+        }
+        return ActionResult({"accessEntry": dict(entries[principal])})
+
+
+def _access_entry(self) -> dict[str, Any]:  # noqa: ANN001
+    cluster, principal = _access_target(self)
+    entry = FAKE.access_entries.get((self.region, cluster), {}).get(principal or "")
+    if entry is None:
+        raise _eks_not_found(f"The specified principalArn could not be found: {principal}")
+    return entry
+
+
+def _describe_access_entry(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    with FAKE.lock:
+        return ActionResult({"accessEntry": dict(_access_entry(self))})
+
+
+def _list_access_entries(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    cluster, _ = _access_target(self)
+    with FAKE.lock:
+        return ActionResult({"accessEntries": sorted(FAKE.access_entries.get((self.region, cluster), {}))})
+
+
+def _delete_access_entry(self):  # noqa: ANN001
+    from moto.core.responses import ActionResult
+
+    FAKE.calls.append(("DeleteAccessEntry", self.region))
+    with FAKE.lock:
+        entry = _access_entry(self)
+        del FAKE.access_entries[(self.region, entry["clusterName"])][entry["principalArn"]]
+        return ActionResult({})
+
+
 def _install_eks() -> None:
     import moto.eks.urls as eks_urls
     from moto.eks.responses import EKSResponse
@@ -507,7 +586,11 @@ def _install_eks() -> None:
     EKSResponse.describe_pod_identity_association = _describe_pod_identity_association
     EKSResponse.update_pod_identity_association = _update_pod_identity_association
     EKSResponse.delete_pod_identity_association = _delete_pod_identity_association
-    for tail in ("addons", "pod-identity-associations"):
+    EKSResponse.create_access_entry = _create_access_entry
+    EKSResponse.describe_access_entry = _describe_access_entry
+    EKSResponse.list_access_entries = _list_access_entries
+    EKSResponse.delete_access_entry = _delete_access_entry
+    for tail in ("addons", "pod-identity-associations", "access-entries"):
         eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/" + tail + "$"] = eks_urls.response.dispatch
         eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/" + tail + "/(?P<item>[^/]+)$"] = eks_urls.response.dispatch
 

@@ -22,8 +22,12 @@ def _roster(tmp_path: Path, text: str) -> Path:
     return p
 
 
+#: The JupyterHub host of these tests' local rooms (this machine may have 2 cores: the host plan is tested apart).
+HOST = "cpus=64,memory_gib=256,disk_gib=1000"
+
+
 def _handout(roster: Path, out: Path, *extra: str) -> int:
-    return main(["handout", "--roster", str(roster), "--out", str(out), "--env-file", ENV, *extra])
+    return main(["handout", "--roster", str(roster), "--out", str(out), "--env-file", ENV, "--host", HOST, *extra])
 
 
 @pytest.mark.parametrize(
@@ -37,7 +41,8 @@ def test_identifier_is_a_dns_label(name, ident):
 def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
     roster = _roster(tmp_path, "name,steps,cluster_name\nJosé Núñez,12,\nAnn Lee,,ann-cluster\n")
     out = tmp_path / "out"
-    assert _handout(roster, out) == 0
+    (tmp_path / "aws.yaml").write_text("target: aws\n")  # a shared EKS cluster: namespaces
+    assert _handout(roster, out, "-f", str(tmp_path / "aws.yaml"), "--offline") == 0
 
     jose, ann = out / "jose-nunez", out / "ann-lee"
     s = load(jose / "env.yaml", environ={}, check_installed_ray=False)
@@ -83,6 +88,16 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
         ("name,namespace\nAnn,kube-anything\n", ["row 2", "system namespace"]),
         ("name,namespace\nAnn,kuberay-system\n", ["row 2", "system namespace"]),
         ("name,namespace\nAnn,ray-train\n", ["row 2", "the base settings' own namespace"]),
+        # a cluster of the attendee's own is still created and deleted with its namespace
+        ("name,cluster_name,namespace\nAnn,ann-c,kube-system\n", ["row 2", "'kube-system' is a system namespace"]),
+        ("name,cluster_name,namespace\nAnn,ann-c,ray-train\n", ["row 2", "the base settings' own namespace"]),
+        # the shared cluster as an attendee's own: their 08 or teardown --yes would delete it
+        ("name,cluster_name\nAnn,raytrain-tutorial\n", ["row 2", "is the shared cluster"]),
+        # one identity bound in two namespaces
+        (
+            "name,principal_arn\nAnn,arn:aws:iam::123456789012:role/a\nBob,arn:aws:iam::123456789012:role/a\n",
+            ["row 3 (Bob)", "is also row 2's"],
+        ),
         ("name,principal_arn\nAnn,arn:aws:iam::12:role/x\n", ["row 2", "principal_arn", "not an IAM role"]),
         # an STS session cannot have an access entry (EKS CreateAccessEntry)
         ("name,principal_arn\nAnn,arn:aws:sts::123456789012:assumed-role/r/s\n", ["row 2", "not an IAM role"]),
@@ -121,13 +136,15 @@ def test_status_reads_each_attendees_progress(tmp_path, clean_env, capsys):
     nb_path.write_text(json.dumps(nb))
     run = out / "ann" / "runs" / "ann"
     run.mkdir(parents=True)
-    (run / "job.json").write_text(json.dumps({"status": "SUCCEEDED"}))
-    (run / "verify.json").write_text(json.dumps({"ok": False}))
+    (run / "job.json").write_text(json.dumps({"status": "SUCCEEDED", "submission_id": "raysubmit_1"}))
+    (run / "verify.json").write_text(json.dumps({"verdict": "failed", "failed": ["loss finite"], "rows": []}))
 
     assert main(["handout", "status", str(out)]) == 0
     lines = {ln.split("|")[2].strip(): ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")}
-    assert [c.strip() for c in lines["Ann"].split("|")[3:7]] == ["01", "01", "SUCCEEDED", "FAIL"]
-    assert [c.strip() for c in lines["Bob"].split("|")[3:7]] == ["-", "-", "-", "-"]
+    ann = [c.strip() for c in lines["Ann"].split("|")[3:8]]
+    assert ann[:2] == ["01", "01: X:"] and ann[2:4] == ["SUCCEEDED (raysubmit_1)", "failed: loss finite"], ann
+    assert ann[4].endswith("s ago")
+    assert [c.strip() for c in lines["Bob"].split("|")[3:8]] == ["-", "-", "-", "-", "-"]
 
 
 def test_status_of_a_folder_that_is_no_handout(tmp_path, capsys):
@@ -142,7 +159,9 @@ def test_an_attendee_with_a_principal_gets_an_access_entry_to_their_group(tmp_pa
 
     arn = "arn:aws:iam::123456789012:role/workshop-ann"
     out = tmp_path / "out"
-    assert _handout(_roster(tmp_path, f"name,principal_arn\nAnn,{arn}\nBob,\n"), out, "--offline") == 0
+    (tmp_path / "aws.yaml").write_text("target: aws\n")
+    roster = _roster(tmp_path, f"name,principal_arn\nAnn,{arn}\nBob,\n")
+    assert _handout(roster, out, "-f", str(tmp_path / "aws.yaml"), "--offline") == 0
     entry = json.loads((out / "ann" / "access-entry.json").read_text())
     model = botocore.session.get_session().get_service_model("eks").operation_model("CreateAccessEntry")
     report = ParamValidator().validate(entry, model.input_shape)

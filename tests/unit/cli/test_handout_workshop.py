@@ -100,7 +100,7 @@ def test_status_reads_the_cluster_and_teardown_removes_only_the_handouts_namespa
         lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
         rows = {ln.split("|")[2].strip(): [c.strip() for c in ln.split("|")] for ln in lines}
         assert "Ray cluster (live)" in rows["name"]
-        assert rows["Ann"][7] not in ("-", "absent") and rows["Bob"][7] == "absent"
+        assert rows["Ann"][8] not in ("-", "absent") and rows["Bob"][8] == "absent"
 
         assert main(["handout", "teardown", str(out)]) == 1  # bob's namespace is not the hand-out's
         said = capsys.readouterr().out
@@ -111,7 +111,7 @@ def test_status_reads_the_cluster_and_teardown_removes_only_the_handouts_namespa
 
 
 def test_one_report_over_every_attendee(tmp_path, clean_env, capsys):
-    assert _handout(tmp_path, "name,target\nAnn,local\nBob,local\n", "--offline") == 0
+    assert _handout(tmp_path, "name,target\nAnn,local\nBob,local\n", "--offline", "--host", "cpus=8") == 0
     out = tmp_path / "out"
     nb_path = sorted((out / "ann" / "notebooks").glob("01*.ipynb"))[0]
     nb = json.loads(nb_path.read_text())
@@ -178,7 +178,7 @@ def test_handout_storage_associates_each_attendee_namespace_and_teardown_removes
             assert main(["handout", "status", str(out)]) == 0
             lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
             rows = {ln.split("|")[2].strip(): [c.strip() for c in ln.split("|")] for ln in lines}
-            assert rows["name"][9] == "storage (live)" and rows["Ann"][9].startswith("associated (")
+            assert rows["name"][10] == "storage (live)" and rows["Ann"][10].startswith("associated (")
             assert main(["handout", "teardown", str(out)]) == 0
         said = capsys.readouterr().out
         assert said.count("deleted, then read back: absent") == 4, said  # two namespaces, two associations

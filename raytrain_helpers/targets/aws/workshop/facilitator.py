@@ -7,7 +7,7 @@ from __future__ import annotations
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
 from ....plan.raycluster import RAY_API
-from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY, ROLE
+from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY
 
 
 def attendee_state(settings: Settings, *, client=None) -> dict[str, str]:
@@ -63,13 +63,15 @@ def remove_namespace(
     *,
     assume_yes: bool = False,
     uid: str = "",
+    objects: list[dict] = (),  # type: ignore[assignment]
     client=None,
     timeout_s: float = 300,
     poll_s: float = 2.0,
 ) -> tuple[bool, str]:
-    """Delete the attendee's Namespace (with everything in it) and their ClusterRole(Binding) when it is the very
-    namespace ``handout namespaces`` created (UID ``uid``, and the hand-out's labels); any other namespace of that
-    name, labelled or not, is left alone. (done, what happened); idempotent."""
+    """Delete the attendee's Namespace (with everything in it) and the cluster-scoped ``objects`` of the hand-out's
+    record (the ClusterRole and ClusterRoleBinding, each only while it carries the recorded labels) when it is the
+    very namespace ``handout namespaces`` created (UID ``uid``, and the hand-out's labels); any other namespace of
+    that name, labelled or not, is left alone. (done, what happened); idempotent."""
     ns = settings.kubernetes.namespace
     if not assume_yes:
         return False, f"refused: deletes namespace {ns} and everything in it. Fix: --yes"
@@ -87,15 +89,34 @@ def remove_namespace(
                     f"({'no record of its creation' if not uid else 'another UID or labels'}): left alone. "
                     f"Fix: delete it yourself if it is this attendee's (kubectl delete namespace {ns})"
                 )
-            for kind in ("ClusterRoleBinding", "ClusterRole"):
-                kube.delete(api, "rbac.authorization.k8s.io/v1", kind, f"{ROLE}-{settings.run_name}")
+            kept = _delete_cluster_scoped(api, objects)
             kube.delete(api, "v1", "Namespace", ns)
             gone = kube.wait_for(
                 lambda: (kube.get(api, "v1", "Namespace", ns) is None, None), timeout_s=timeout_s, interval_s=poll_s
             )
     except kube.K8sError as e:
         return False, f"namespace {ns}: {e}"
-    return gone.ok, f"namespace {ns}: " + ("deleted, then read back: absent" if gone.ok else "still terminating")
+    said = f"namespace {ns}: " + ("deleted, then read back: absent" if gone.ok else "still terminating")
+    return gone.ok and not kept, said + "".join(f"; {k}" for k in kept)
+
+
+def _delete_cluster_scoped(api, objects) -> list[str]:
+    """Delete each cluster-scoped object of the record (no namespace in its metadata) whose live labels are the
+    recorded ones; what was left alone, said."""
+    kept = []
+    for obj in objects:
+        md = obj.get("metadata") or {}
+        if md.get("namespace") or obj.get("kind") == "Namespace":
+            continue
+        live = kube.get(api, obj["apiVersion"], obj["kind"], md["name"])
+        if live is None:
+            continue
+        have = (live.get("metadata") or {}).get("labels") or {}
+        if any(have.get(k) != v for k, v in (md.get("labels") or {}).items()):
+            kept.append(f"{obj['kind']} {md['name']} lacks the hand-out's labels: left alone")
+            continue
+        kube.delete(api, obj["apiVersion"], obj["kind"], md["name"])
+    return kept
 
 
 __all__ = ["ATTENDEE_LABEL", "MANAGED_BY", "attendee_state", "create_namespace", "remove_namespace"]
