@@ -31,4 +31,13 @@ def show_aws_equivalents(settings: Settings, *, docs: str, account: str, teardow
     equivalents.show(settings, docs=docs, account=account, teardown=teardown)
 
 
-__all__ = ["INTERFACE", "NAMES", "DashboardAccess", "JobDefaults", "StepResult", "Target", "for_settings", "show_aws_equivalents"]
+__all__ = [
+    "INTERFACE",
+    "NAMES",
+    "DashboardAccess",
+    "JobDefaults",
+    "StepResult",
+    "Target",
+    "for_settings",
+    "show_aws_equivalents",
+]
