@@ -8,19 +8,24 @@ from raytrain_helpers.plan import hardware
 
 #: A Ray 2.58 node's page as its metrics agent serves it (Prometheus text 0.0.4; names and tags of
 #: ray/dashboard/modules/reporter/reporter_agent.py and ray/dashboard/consts.py), two GPUs, an old session's line.
-PAGE = """# HELP ray_node_cpu_utilization Total CPU usage on a ray node
-# TYPE ray_node_cpu_utilization gauge
-ray_node_cpu_utilization{IsHeadNode="false",RayNodeType="worker",SessionName="session_new",Version="2.58.0",ip="10.0.1.7"} 62.5
-ray_node_cpu_utilization{IsHeadNode="false",RayNodeType="worker",SessionName="session_old",Version="2.58.0",ip="10.0.1.7"} 1.0
-ray_node_mem_used{IsHeadNode="false",RayNodeType="worker",SessionName="session_new",Version="2.58.0",ip="10.0.1.7"} 8.0e+09
-ray_node_gpus_utilization{GpuDeviceName="NVIDIA H100 80GB HBM3",GpuIndex="0",IsHeadNode="false",SessionName="session_new",ip="10.0.1.7"} 90.0
-ray_node_gpus_utilization{GpuDeviceName="NVIDIA H100 80GB HBM3",GpuIndex="1",IsHeadNode="false",SessionName="session_new",ip="10.0.1.7"} 70.0
-ray_node_gram_used{GpuIndex="0",IsHeadNode="false",SessionName="session_new",ip="10.0.1.7"} 4.0e+10
-ray_node_gram_used{GpuIndex="1",IsHeadNode="false",SessionName="session_new",ip="10.0.1.7"} 2.0e+10
-ray_node_network_send_speed{IsHeadNode="false",SessionName="session_new",ip="10.0.1.7"} 1048576.0
-ray_other_metric{x="y"} 5
-not a sample line
-"""
+_NODE = 'IsHeadNode="false",RayNodeType="worker",SessionName="{s}",Version="2.58.0",ip="10.0.1.7"'
+_GPU = 'GpuDeviceName="NVIDIA H100 80GB HBM3",GpuIndex="{i}",' + _NODE
+PAGE = "\n".join(
+    [
+        "# HELP ray_node_cpu_utilization Total CPU usage on a ray node",
+        "# TYPE ray_node_cpu_utilization gauge",
+        "ray_node_cpu_utilization{" + _NODE.format(s="session_new") + "} 62.5",
+        "ray_node_cpu_utilization{" + _NODE.format(s="session_old") + "} 1.0",
+        "ray_node_mem_used{" + _NODE.format(s="session_new") + "} 8.0e+09",
+        "ray_node_gpus_utilization{" + _GPU.format(i=0, s="session_new") + "} 90.0",
+        "ray_node_gpus_utilization{" + _GPU.format(i=1, s="session_new") + "} 70.0",
+        "ray_node_gram_used{" + _GPU.format(i=0, s="session_new") + "} 4.0e+10",
+        "ray_node_gram_used{" + _GPU.format(i=1, s="session_new") + "} 2.0e+10",
+        "ray_node_network_send_speed{" + _NODE.format(s="session_new") + "} 1048576.0",
+        'ray_other_metric{x="y"} 5',
+        "not a sample line",
+    ]
+)
 
 
 def test_a_node_page_gives_its_figures_per_node_for_its_own_session():
