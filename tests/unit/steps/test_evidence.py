@@ -53,6 +53,7 @@ def test_a_saved_reading_reads_back_whole(settings):
     assert ev.job.ranks == _job().ranks and ev.success() == ({0, 1}, 2)
     again = evidence.save(settings, "train", {"/x/worker-9-9.out": "one"}, job=_job())
     assert evidence.load(again).logs == {"/x/worker-9-9.out": "one"}, "a second reading replaces the first whole"
+    assert [f.name for f in (again / "workers").rglob("worker-*")] == ["worker-9-9.out"], "no file of the first left"
 
 
 def test_a_folder_without_manifest_is_refused_with_the_fix(tmp_path):
