@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..clients import raystate
 from ..core.paths import run_dir
 from ..core.settings import Settings
 from ..core.tables import table
@@ -38,10 +39,20 @@ WHAT_TO_LOOK_AT = [
 ]
 
 
+def auth_mode(url: str) -> str:
+    """What the dashboard at ``url`` asks of a browser: ``token`` or ``disabled`` (Ray 2.58's public
+    ``GET /api/authentication_mode``), or why it did not answer."""
+    try:
+        return str(raystate.get_json(f"{url}/api/authentication_mode").get("authentication_mode", "?"))
+    except (OSError, ValueError, AttributeError) as e:
+        return f"unknown (no answer: {type(e).__name__})"
+
+
 def dashboard(settings: Settings) -> Shown:
     """05: how to open your cluster's Ray dashboard (the token is never printed), and what to look at there."""
     with for_settings(settings).dashboard(settings) as access:
-        lines = [f"Ray dashboard of this cluster: {access.url}" + ("" if access.token else " (no token asked)")]
+        mode = auth_mode(access.url)
+        lines = [f"The Ray dashboard of this cluster answers; its login: {mode}. Open it yourself:"]
         lines += [f"  {i}. {what}:\n       {how}" for i, (what, how) in enumerate(access.steps, 1)]
     lines.append("While the job runs, look at:")
     width = max(len(w) for w, _ in WHAT_TO_LOOK_AT)
@@ -226,6 +237,7 @@ def efa_rows(verdicts: dict[str, EfaVerdict | None]) -> list[tuple[str, str, str
 __all__ = [
     "INTERVAL_S",
     "WHAT_TO_LOOK_AT",
+    "auth_mode",
     "dashboard",
     "efa_reading",
     "efa_rows",

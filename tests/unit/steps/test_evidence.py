@@ -33,7 +33,7 @@ def _job(world: int = 2, tokens: float = 100.0) -> JobRun:
         for r in range(world)
     ]
     logs = "".join(f"(RayTrainWorker pid={r}) [train] SUCCESS rank={r}/{world}\n" for r in range(world))
-    result = dict(ok=True, metrics=dict(world_size=world, ranks=ranks, steps=4, step=4))
+    result = dict(ok=True, marker="abc", metrics=dict(world_size=world, ranks=ranks, steps=4, step=4))
     return JobRun("raytrain-ev-abc", "SUCCEEDED", logs=logs, result=result, config=dict(run_name="ev", marker="abc"))
 
 
@@ -98,3 +98,37 @@ def test_the_benchmark_runs_are_rebuilt_from_the_run_folder(settings):
     assert [b.tokens_per_s_per_gpu for b in bench] == [300.0, 100.0]
     assert bench[1].env == {"NCCL_P2P_DISABLE": "1"} and "NCCL INFO" in bench[0].log_text
     assert benchmark.figures(bench)[0]["step_s"] == 0.5
+
+
+def test_08_collects_what_the_run_folder_lacks_before_the_teardown(settings, monkeypatch):
+    from raytrain_helpers.steps import teardown, train
+    from raytrain_helpers.targets import local
+
+    train._save(settings, _job(), "ev")
+    bench = _job(tokens=50.0)
+    bench.config = dict(run_name="ev-bench-gloo-a1b2c3", marker="b1")
+    train._save(settings, bench, "ev-bench-gloo-a1b2c3")
+    logs = _worker_logs(NVLINK.read_text())
+    monkeypatch.setattr(local, "worker_logs", lambda s, marker: logs)
+    monkeypatch.setattr(local, "benchmark_variants", lambda s: [dict(label="gloo", expect="none", env={})])
+    rows = dict(teardown.collect_missing(settings))
+    assert rows["train"].startswith("saved now") and rows["bench-gloo"].startswith("saved now"), rows
+    saved = evidence.saved(settings, "train")
+    assert saved.logs == logs and saved.manifest["status_now"][0] is None, "the cluster here answers no status"
+    assert evidence.saved(settings, "bench-gloo").job.ranks[0]["tokens_per_s"] == 50.0
+    assert dict(teardown.collect_missing(settings))["train"] == "already saved (06)", "a second 08 reads nothing"
+
+
+def test_08_says_what_it_could_not_collect_and_goes_on(settings, monkeypatch):
+    from raytrain_helpers.steps import teardown, train
+    from raytrain_helpers.targets import local
+
+    train._save(settings, _job(), "ev")
+
+    def unreachable(s, marker):
+        raise RuntimeError("pods/exec forbidden")
+
+    monkeypatch.setattr(local, "worker_logs", unreachable)
+    monkeypatch.setattr(local, "infra_criteria", lambda s: (_ for _ in ()).throw(RuntimeError("API down")))
+    rows = dict(teardown.collect_missing(settings))
+    assert rows["train"].startswith("NOT saved: RuntimeError: API down"), rows

@@ -36,10 +36,13 @@ def settings(clean_env, repo_root, tmp_path, monkeypatch):
 def test_the_dashboard_guide_names_where_the_token_is_never_the_token(settings, monkeypatch):
     @contextlib.contextmanager
     def dashboard(s):
-        yield DashboardAccess("http://127.0.0.1:8266", "s3cr3t-token", [("paste the token", "/tmp/x/auth_token")])
+        steps = [("open", "http://127.0.0.1:8266"), ("paste the token", "/tmp/x/auth_token")]
+        yield DashboardAccess("http://127.0.0.1:8266", "s3cr3t-token", steps)
 
     monkeypatch.setattr(local, "dashboard", dashboard)
+    monkeypatch.setattr(observe.raystate, "get_json", lambda url: {"authentication_mode": "token"})
     text = str(observe.dashboard(settings))
+    assert "its login: token" in text
     assert "http://127.0.0.1:8266" in text and "/tmp/x/auth_token" in text and "Train > the run" in text
     assert "s3cr3t-token" not in text and "s3cr3t" not in repr(DashboardAccess("u", "s3cr3t", []))
 
