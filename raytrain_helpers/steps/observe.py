@@ -31,9 +31,9 @@ from ..targets import for_settings
 INTERVAL_S = 5.0
 #: What to look at in the dashboard while the job runs: (where, what it shows).
 WHAT_TO_LOOK_AT = [
-    ("Jobs > your job (raytrain-<run>-<marker>)", "its status, the driver's log as it streams, the entrypoint"),
-    ("Train > the run", "the Train run, its worker group: one worker per rank, the node and GPU of each"),
-    ("a worker's row > Logs", "that rank's own output: its step lines, and NCCL's INFO lines (06 audits them)"),
+    ("Jobs > your job (raytrain-<run>-<marker>)", "its status, the driver's log (Logs > DRIVER), its tasks and actors"),
+    ("Actors", "the Train run: its TrainController and one RayTrainWorker per rank, with the node and PID of each"),
+    ("an actor's row > Log", "that rank's own output: its step lines and, on GPUs, NCCL's INFO lines (06 audits them)"),
     ("Cluster", "every node: CPU, memory, GPU and GPU memory in use, the object store"),
     ("Metrics", "Ray's time series (needs Prometheus and Grafana: the aws metrics stack, observability.md)"),
 ]

@@ -43,7 +43,7 @@ def test_the_dashboard_guide_names_where_the_token_is_never_the_token(settings, 
     monkeypatch.setattr(observe.raystate, "get_json", lambda url: {"authentication_mode": "token"})
     text = str(observe.dashboard(settings))
     assert "its login: token" in text
-    assert "http://127.0.0.1:8266" in text and "/tmp/x/auth_token" in text and "Train > the run" in text
+    assert "http://127.0.0.1:8266" in text and "/tmp/x/auth_token" in text and "RayTrainWorker" in text
     assert "s3cr3t-token" not in text and "s3cr3t" not in repr(DashboardAccess("u", "s3cr3t", []))
 
 
