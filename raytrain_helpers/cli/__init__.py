@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "kube",
     "handout",
     "report",
+    "evidence",
     "workdir",
 )
 

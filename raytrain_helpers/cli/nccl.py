@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..core.constants import MARKER_PREFIX
 from ..nccl import EXPECTATIONS, WORKER_FILE, audit, select_run
+from ..steps import evidence
 from .args import add_settings_args, settings_from_args
 
 
@@ -22,7 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "2: unreadable input.",
     )
     p.add_argument(
-        "logs", nargs="+", metavar="LOG", help="log file ('-' = stdin; a directory = its worker-*.out/.err files)"
+        "logs",
+        nargs="+",
+        metavar="LOG",
+        help="log file ('-' = stdin; a directory = its worker-*.out/.err files; a run's saved evidence, "
+        "runs/<run>/evidence/<kind>: its workers' logs against the transport expected then, and its ranks)",
     )
     p.add_argument(
         "--expect",
@@ -92,7 +98,48 @@ def _read_inputs(paths: Sequence[str]) -> dict[str, str]:
     return texts
 
 
+def _cli_audit_evidence(args: argparse.Namespace, path: Path) -> int:
+    """06's transport verdict and rank count from a saved reading (:mod:`..steps.evidence`), the cluster gone."""
+    try:
+        ev = evidence.load(path)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    expect = args.expect or ev.expected
+    said, world = ev.success()
+    job = ev.job
+    ranks = len(job.ranks) if job else 0
+    world = (job.metrics.get("world_size") if job else 0) or world
+    res = None if expect == "none" else audit(ev.logs, expect=expect, marker=args.marker)
+    ranks_ok = bool(world) and said == set(range(world)) and ranks == world
+    size = res.world.size if res is not None and res.world is not None else 0
+    if args.json:
+        doc = dict(
+            evidence=str(path),
+            expected=expect,
+            transport=json.loads(res.to_json()) if res is not None else "n/a: CPU run, gloo (NCCL not used)",
+            ranks_success=sorted(said),
+            world_size=world,
+            summaries=ranks,
+            nccl_world_size=size if res is not None else None,
+        )
+        print(json.dumps(doc, indent=1))
+    else:
+        m = ev.manifest
+        print(f"saved evidence: {path} ({m.get('kind')}, run {m.get('run_name')!r}, read {m.get('saved_at')})")
+        if res is None:
+            print(f"transport: n/a: CPU run, gloo over loopback (NCCL not used); expected {expect}")
+        else:
+            res.show()
+            print(f"NCCL world communicator: {size} ranks; the job: {world} ranks")
+        print(f"ranks: {len(said)}/{world} printed SUCCESS, {ranks}/{world} summaries gathered")
+    ok = ranks_ok and (res is None or (res.ok and size == world))
+    return 0 if ok else 1
+
+
 def _cli_audit(args: argparse.Namespace) -> int:
+    if len(args.logs) == 1 and evidence.is_evidence(Path(args.logs[0])):
+        return _cli_audit_evidence(args, Path(args.logs[0]))
     try:
         texts = _read_inputs(args.logs)
     except OSError as e:

@@ -51,6 +51,11 @@ class AwsSettings(SettingsGroup):
     """`true`: when `raytrain-tutorial run` stops at a failed notebook on aws, the teardown (notebook 08's, every
     resource the tutorial created) runs at once, so nothing keeps billing unattended. `false` = the run prints what is
     still billing, its cost per hour and the command that stops it, and leaves the resources for a retry."""
+    metrics_stack: bool = False
+    """`true`: `raytrain-tutorial render` also writes a metrics stack under `metrics/` (Prometheus and Grafana from
+    the kube-prometheus-stack chart with KubeRay's PodMonitors and Ray's Grafana dashboards, NVIDIA's DCGM exporter on
+    the GPU nodes; pinned charts), to install by hand (docs/observability.md). `false` = nothing of it is rendered
+    or installed: it costs nothing."""
     capacity_reservation_id: str = ""
     """EC2 capacity reservation for the GPU nodes (`cr-` and 8-17 hex digits); empty = no reservation."""
     capacity_reservation_type: Literal["", "default", "capacity-block"] = ""

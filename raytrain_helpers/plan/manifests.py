@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ..core.settings import Settings
-from . import eksctl, iam, plugins, raycluster
+from . import eksctl, iam, metrics_stack, plugins, raycluster
 from .iam import render_service_account
 from .raycluster import render_namespace, render_network_policies, render_raycluster, render_rayjob
 from .render import to_yaml
@@ -146,18 +146,47 @@ def helm_documents(settings: Settings) -> list[tuple[str, str]]:
     """``helm/<release>.values.yaml``: each release's values, headed by the command that installs it."""
     docs = []
     for r in helm_releases(settings):
-        command = (
-            f"# helm upgrade --install {r['release']} {r['chart']} --repo {r['repo']} --version {r['version']} "
-            f"--namespace {r['namespace']}{' --create-namespace' if r['create_namespace'] else ''} -f THIS_FILE\n"
+        docs.append(
+            (f"helm/{r['release']}.values.yaml", _install_command(r) + yaml.safe_dump(r["values"], sort_keys=False))
         )
-        docs.append((f"helm/{r['release']}.values.yaml", command + yaml.safe_dump(r["values"], sort_keys=False)))
+    return docs
+
+
+def _install_command(r: dict[str, Any]) -> str:
+    return (
+        f"# helm upgrade --install {r['release']} {r['chart']} --repo {r['repo']} --version {r['version']} "
+        f"--namespace {r['namespace']}{' --create-namespace' if r['create_namespace'] else ''} -f THIS_FILE\n"
+    )
+
+
+def metrics_documents(settings: Settings) -> list[tuple[str, str]]:
+    """``metrics/``: the opt-in metrics stack (:mod:`.metrics_stack`), only with ``aws.metrics_stack: true``: each
+    release's values headed by its install command, then the objects to apply, and how to open what they run."""
+    if not settings.aws.metrics_stack:
+        return []
+    docs = [
+        (f"metrics/helm/{r['release']}.values.yaml", _install_command(r) + yaml.safe_dump(r["values"], sort_keys=False))
+        for r in metrics_stack.releases(settings)
+    ]
+    docs += [
+        (f"metrics/{filename(i, o)}", HEADER + to_yaml(o))
+        for i, o in enumerate(metrics_stack.objects(settings), start=1)
+    ]
+    steps = "\n".join(f"# {what}:\n{how}" for what, how in metrics_stack.OPEN)
+    order = "# 1. the two Helm releases (metrics/helm/, the command atop each file), 2. kubectl apply -f metrics/\n"
+    docs.append(("metrics/OPEN.sh", HEADER + order + steps + "\n"))
     return docs
 
 
 def aws_documents(settings: Settings, account: str = PLACEHOLDERS["account"]) -> list[tuple[str, str]]:
     """Every document of the aws path besides the Kubernetes objects, as (relative path, text); ``account``: the
     account id (a placeholder when rendered without credentials)."""
-    return helm_documents(settings) + eksctl_documents(settings) + iam_documents(settings, account)
+    return (
+        helm_documents(settings)
+        + eksctl_documents(settings)
+        + iam_documents(settings, account)
+        + metrics_documents(settings)
+    )
 
 
 def write_all(
@@ -193,6 +222,7 @@ __all__ = [
     "helm_documents",
     "helm_releases",
     "iam_documents",
+    "metrics_documents",
     "render_all",
     "write_all",
 ]

@@ -23,8 +23,9 @@ from ..core.paths import run_dir
 from ..core.settings import Settings
 from ..core.tables import figure, table
 from ..plan import perf
+from ..plan.hardware import EfaVerdict
 from ..targets import for_settings
-from . import capacity
+from . import capacity, evidence, observe
 from .train import submit
 from .verify import worker_logs
 
@@ -39,6 +40,8 @@ class BenchRun:
     job: JobRun
     log_text: str = ""
     audit: Any = None
+    #: The EFA counters read before and after the run (:func:`.observe.efa_reading`); None where not read.
+    efa: Any = None
 
     @property
     def timed_step_s(self) -> float:
@@ -65,7 +68,10 @@ class BenchRun:
 
 
 def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, quiet: bool = True) -> list[BenchRun]:
-    """Run the job once per variant (bench_steps, the first bench_warmup_steps discarded)."""
+    """Run the job once per variant (bench_steps, the first bench_warmup_steps discarded). While each runs, Ray's
+    node metrics are recorded (``runs/<run>/metrics/bench-<label>.jsonl``); each GPU node's EFA counters are read
+    before and after it (aws); its workers' logs are saved as soon as they are read (``runs/<run>/evidence/
+    bench-<label>``)."""
     variants = variants or for_settings(settings).benchmark_variants(settings)
     t = settings.train
     # throughput only: uniform random tokens (nothing to learn), no eval between steps, no export
@@ -73,19 +79,73 @@ def run(settings: Settings, variants: list[dict[str, Any]] | None = None, *, qui
     out = []
     for v in variants:
         name = f"{settings.run_name}-bench-{v['label']}-{uuid.uuid4().hex[:6]}"
-        job = submit(
-            bench_settings,
-            run_name=name,
-            steps=t.bench_steps,
-            warmup_steps=t.bench_warmup_steps,
-            extra_env=v["env"],
-            quiet=quiet,
-            progress=not quiet,
-            final_checkpoint=False,
-        )
+        with observe.efa_reading(settings, v["expect"]) as efa, observe.recording(settings, f"bench-{v['label']}"):
+            job = submit(
+                bench_settings,
+                run_name=name,
+                steps=t.bench_steps,
+                warmup_steps=t.bench_warmup_steps,
+                extra_env=v["env"],
+                quiet=quiet,
+                progress=not quiet,
+                final_checkpoint=False,
+                metrics=None,
+            )
         logs = worker_logs(settings, job)
-        out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text="\n".join(logs.values())))
+        save_variant(settings, v, job, logs, efa)
+        out.append(BenchRun(v["label"], v["expect"], v["env"], job, log_text="\n".join(logs.values()), efa=efa))
     return out
+
+
+def save_variant(settings: Settings, v: dict[str, Any], job: JobRun, logs: dict[str, str], efa: dict) -> None:
+    """One variant's evidence in the run's folder: the workers' logs, the job, the EFA counters and their verdict."""
+    verdict = efa.get("verdict")
+    evidence.save(
+        settings,
+        f"bench-{v['label']}",
+        logs,
+        job=job,
+        label=v["label"],
+        expected=v["expect"],
+        env=v["env"],
+        bench_run=(job.job_config.run_name if job.job_config else None),
+        efa=dict(
+            before=efa.get("before"),
+            after=efa.get("after"),
+            error=efa.get("error"),
+            verdict=vars(verdict) if verdict is not None else None,
+        ),
+    )
+
+
+def from_evidence(settings: Settings, run_name: str | None = None) -> list[BenchRun]:
+    """07's runs rebuilt from the run's folder alone (``runs/<run>/evidence/bench-*``), in the order they ran: each
+    variant's job record and workers' logs, as saved when 07 read them."""
+    found = []
+    for kind in evidence.kinds(settings, run_name):
+        if not kind.startswith("bench-"):
+            continue
+        ev = evidence.saved(settings, kind, run_name)
+        m = ev.manifest
+        efa = dict(m.get("efa") or {})
+        if efa.get("verdict"):
+            efa["verdict"] = EfaVerdict(**efa["verdict"])
+        bench = BenchRun(m["label"], m["expected"], m.get("env") or {}, ev.job, "\n".join(ev.logs.values()), efa=efa)
+        found.append((m.get("saved_at") or "", bench))
+    return [b for _, b in sorted(found, key=lambda x: x[0])]
+
+
+def efa_table(bench: list[BenchRun]) -> None:
+    """07 (aws): the bytes each GPU node moved over EFA during each variant, and whether that fits its transport."""
+    verdicts = {b.label: (b.efa or {}).get("verdict") for b in bench}
+    table(observe.efa_rows(verdicts), ["variant", "expected", "EFA counters", "bytes over EFA per node"], max_width=70)
+
+
+def plot_metrics(settings: Settings, bench: list[BenchRun] | None = None, axes=None):
+    """07: Ray's node metrics recorded during each variant (:func:`.observe.plot_metrics`), from the run's folder."""
+    recs = observe.recordings(settings, prefix="bench-")
+    labels = [b.label for b in bench] if bench else [k.removeprefix("bench-") for k in recs]
+    return observe.plot_metrics({lab: recs.get(f"bench-{lab}", []) for lab in labels}, axes)
 
 
 def plot(runs: list[BenchRun], ax=None):
@@ -142,6 +202,7 @@ def compare(settings: Settings, bench: list[BenchRun], *, write: bool = True) ->
                 mfu=[r.get("mfu") for r in b.job.ranks],
                 world_size=len(b.job.ranks),
                 figures=f,
+                efa=vars((b.efa or {}).get("verdict")) if (b.efa or {}).get("verdict") else None,
             )
             for b, f in zip(bench, figures(bench), strict=True)
         ],

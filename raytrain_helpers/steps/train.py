@@ -13,6 +13,7 @@ from its latest checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import shlex
@@ -37,6 +38,7 @@ from ..worker.hub import ModelSourceError, resolve_model_dir
 from ..worker.job_config import JobConfig, JobConfigError, TypedConfig
 from ..worker.kernels import LIGER_HASHED
 from ..worker.model import shard_model
+from . import observe
 
 
 def storage_path(settings: Settings, run_name: str | None = None) -> str:
@@ -184,6 +186,7 @@ def submit(
     quiet: bool = False,
     progress: rayjobs.Progress | None = None,
     final_checkpoint: bool = True,
+    metrics: str | None = "train",
 ) -> JobRun:
     """Submit (or attach to) the training job of ``run_name`` and follow it to the end.
 
@@ -194,7 +197,8 @@ def submit(
     job is stopped after ``train.job_timeout_s`` seconds (0: never). Interrupting the call leaves the job running:
     calling it again follows the same job, or, once it has ended, records its results. A run already trained to
     ``steps`` is not submitted again: its finished job is returned (:func:`complete_run`), with ``already_complete``
-    set."""
+    set. ``metrics``: while the job is followed, Ray's node metrics are recorded in ``runs/<run_name>/metrics/
+    <metrics>.jsonl`` (:func:`.observe.recording`); None records none."""
     run_name = run_name or settings.run_name
     if not hasattr(progress, "update"):  # a bare True/False from older callers: plain step lines
         progress = None
@@ -220,14 +224,15 @@ def submit(
                 print(f"submitted {sid} to {url}")
         if not follow:
             return JobRun(sid, rayjobs.status_of(client, sid), config=_as_record(cfg), attached=cfg is None)
-        run = rayjobs.follow(
-            client,
-            sid,
-            timeout_s=settings.train.job_timeout_s,
-            quiet=quiet,
-            progress=progress,
-            log_path=run_dir(settings, run_name) / "job.log",
-        )
+        with observe.recording(settings, metrics, run_name=run_name) if metrics else contextlib.nullcontext():
+            run = rayjobs.follow(
+                client,
+                sid,
+                timeout_s=settings.train.job_timeout_s,
+                quiet=quiet,
+                progress=progress,
+                log_path=run_dir(settings, run_name) / "job.log",
+            )
         run.config = _as_record(cfg or _recorded_config(settings, run_name, sid))
         run.attached = cfg is None
     _save(settings, run, run_name)

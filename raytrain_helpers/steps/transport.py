@@ -33,6 +33,7 @@ from ..core.settings import Settings
 from ..core.tables import table
 from ..targets import for_settings
 from ..worker.transport import CheckConfig, bus_bandwidth
+from . import evidence
 from .train import stage_working_dir, worker_env
 
 #: The module the check's job runs (``python -m``).
@@ -233,6 +234,8 @@ def _measure(settings: Settings, cfg: CheckConfig, url: str, timeout_s: float, e
     check = judge(result, target.expected_transport(settings, gpus), {**settings.nccl.env, **(extra_env or {})})
     check.submission_id = sid
     check.measured_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    logs = result.get("logs") if isinstance(result.get("logs"), dict) else {}
+    evidence.save(settings, "transport-check", logs, job=job, expected=check.expected, check=_record(check))
     return check
 
 
@@ -262,10 +265,16 @@ def kept(settings: Settings, key: dict[str, Any]) -> TransportCheck | None:
         return None
 
 
-def keep(settings: Settings, key: dict[str, Any], check: TransportCheck) -> None:
-    """Keep a verdict with what it depends on (its result without the NCCL logs, which 06 reads from the job)."""
+def _record(check: TransportCheck) -> dict[str, Any]:
+    """The check as JSON: its fields and result, without the audit object and the NCCL logs (saved apart)."""
     rec = {f.name: getattr(check, f.name) for f in fields(check) if f.name not in ("audit", "reused")}
     rec["result"] = {k: v for k, v in check.result.items() if k != "logs"}
+    return rec
+
+
+def keep(settings: Settings, key: dict[str, Any], check: TransportCheck) -> None:
+    """Keep a verdict with what it depends on (its result without the NCCL logs, which 06 reads from the job)."""
+    rec = _record(check)
     path = _kept_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dict(depends_on=key, check=rec), indent=1, default=str))

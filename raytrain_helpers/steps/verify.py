@@ -22,7 +22,7 @@ from ..plan.memory import MemoryPlan, model_config, plan_for
 from ..present.shown import Shown
 from ..targets import for_settings
 from ..worker.train import restore_check
-from . import progress
+from . import evidence, progress
 from .completions import check_completions, show_generations
 from .completions import generate as generate  # 06 and scripts call rt.steps.verify.generate
 from .train import live_status, load_last, runs_dir
@@ -73,9 +73,13 @@ def verify(
     audit: Any = None,
     audit_error: str | None = None,
     check_model: bool = True,
+    infra: list | None = None,
+    status_now: tuple | None = None,
 ) -> Verification:
     """Check the last job of the run against every criterion that applies to the target (``check_model=False``:
-    the exported model is not loaded and continued, and its row is left out)."""
+    the exported model is not loaded and continued, and its row is left out). ``infra`` and ``status_now``: the
+    infrastructure rows and the job's status on the cluster as read earlier (the saved evidence), instead of
+    reading them now."""
     target = for_settings(settings)
     run = run or load_last(settings, run_name)
     crit = Criteria(f"verification of run {run_name or settings.run_name!r} on target {target.NAME!r}")
@@ -86,11 +90,11 @@ def verify(
             f"no job.json under {runs_dir(settings)}/{run_name or settings.run_name}: run 05_train first",
         )
         return Verification(crit)
-    for name, ok, evidence in target.infra_criteria(settings):
-        crit.add(name, ok, evidence)
+    for name, ok, why in target.infra_criteria(settings) if infra is None else infra:
+        crit.add(name, ok, why)
     want_nodes = target.worker_node_count(settings)
     head_ids = check_nodes(crit, run, want_nodes)
-    check_job(crit, run, *job_status_now(settings, run))
+    check_job(crit, run, *(job_status_now(settings, run) if status_now is None else status_now))
     world = check_ranks(crit, run)
     placement = check_placement(crit, run, head_ids, want_nodes)
     check_restarts(crit, run)
@@ -346,26 +350,59 @@ def worker_logs(settings: Settings, run: JobRun) -> dict[str, str]:
     return for_settings(settings).worker_logs(settings, marker)
 
 
-def audit_run(settings: Settings, run: JobRun, logs: str | None = None):
+def expected_for(settings: Settings, run: JobRun) -> str:
+    """The transport the run's NCCL should have used here (``none``: CPU workers, gloo)."""
+    return for_settings(settings).expected_transport(settings, 1 if on_gpu(run) else 0)
+
+
+def audit_run(settings: Settings, run: JobRun, logs: str | dict | None = None):
     """Audit the NCCL transport of a run; None when there is nothing to audit (CPU/gloo)."""
-    expect = for_settings(settings).expected_transport(settings, 1 if on_gpu(run) else 0)
+    expect = expected_for(settings, run)
     if expect == "none":
         return None
     text = logs if logs is not None else worker_logs(settings, run)
     return nccl.audit(text, expect=expect)
 
 
+def read_evidence(settings: Settings, job: JobRun, run_name: str | None = None) -> tuple[Any, str | None, list, tuple]:
+    """Read what 06 judges from the cluster (the workers' logs, the infrastructure rows, the job's status there),
+    save it at once in ``runs/<run>/evidence/train`` (:mod:`.evidence`), and audit the logs: (audit, error, the
+    infrastructure rows, the job's status now)."""
+    target = for_settings(settings)
+    logs: dict[str, str] = {}
+    audit, error = None, None
+    try:
+        logs = worker_logs(settings, job)
+    except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
+        error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
+    infra = target.infra_criteria(settings)
+    now = job_status_now(settings, job)
+    evidence.save(
+        settings,
+        "train",
+        logs,
+        run_name=run_name,
+        job=job,
+        target=target.NAME,
+        expected=expected_for(settings, job),
+        infra=infra,
+        status_now=now,
+        audit_error=error,
+    )
+    if error is None:
+        audit = audit_run(settings, job, logs)
+    return audit, error, infra, now
+
+
 def run(
     settings: Settings, *, run_name: str | None = None, check_restore: bool = True, check_model: bool = True
 ) -> Verification:
-    """06_verify's entry point: collect the run's worker logs, audit them, check every criterion."""
+    """06_verify's entry point: collect the run's worker logs (saved in the run's folder as they are read), audit
+    them, check every criterion."""
     job = load_last(settings, run_name)
-    audit, error = None, None
+    audit, error, infra, now = None, None, None, None
     if job is not None:
-        try:
-            audit = audit_run(settings, job)
-        except Exception as e:  # noqa: BLE001 - logs unreachable (API down, exec forbidden): a failed check
-            error = f"could not collect the workers' NCCL logs: {type(e).__name__}: {e}"
+        audit, error, infra, now = read_evidence(settings, job, run_name)
     v = verify(
         settings,
         job,
@@ -374,10 +411,42 @@ def run(
         audit=audit,
         audit_error=error,
         check_model=check_model,
+        infra=infra,
+        status_now=now,
     )
     if run_name is None or run_name == settings.run_name:  # the verdict of this run, where status reads it
         progress.record_verdict(settings, v.criteria, submission_id=getattr(job, "submission_id", "") or "")
     return v
+
+
+def from_evidence(
+    settings: Settings, run_name: str | None = None, *, check_restore: bool = True, check_model: bool = True
+) -> Verification:
+    """06's table rebuilt from the run's folder alone, with the cluster gone: the job's record, the workers' logs,
+    the infrastructure rows and the job's status as saved when they were read (``runs/<run>/evidence/train``), the
+    checkpoint and the exported model where they are kept on this machine."""
+    ev = evidence.saved(settings, "train", run_name)
+    if ev is None or ev.job is None:
+        crit = Criteria(f"verification of run {run_name or settings.run_name!r} from its saved evidence")
+        crit.add(
+            "evidence saved by 06 or 08",
+            False,
+            f"no {evidence.FOLDER}/train under runs/{run_name or settings.run_name}",
+        )
+        return Verification(crit)
+    job, error = ev.job, ev.manifest.get("audit_error")
+    audit = None if error or ev.expected == "none" else nccl.audit(ev.logs, expect=ev.expected)
+    return verify(
+        settings,
+        job,
+        run_name=run_name,
+        check_restore=check_restore,
+        audit=audit,
+        audit_error=error,
+        check_model=check_model,
+        infra=[tuple(r) for r in ev.manifest.get("infra") or []],
+        status_now=tuple(ev.manifest.get("status_now") or (None, "not read", False)),
+    )
 
 
 #: "The model learned": the mean of the last evals is at least this fraction below the first eval.

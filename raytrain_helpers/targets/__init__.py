@@ -10,7 +10,7 @@ import importlib
 
 from ..core.settings import Settings
 from ..core.validation import ConfigError
-from .base import INTERFACE, JobDefaults, StepResult, Target
+from .base import INTERFACE, DashboardAccess, JobDefaults, StepResult, Target
 
 #: The targets there are, by the name ``settings.target`` takes.
 NAMES = ("local", "aws")
@@ -31,4 +31,13 @@ def show_aws_equivalents(settings: Settings, *, docs: str, account: str, teardow
     equivalents.show(settings, docs=docs, account=account, teardown=teardown)
 
 
-__all__ = ["INTERFACE", "NAMES", "JobDefaults", "StepResult", "Target", "for_settings", "show_aws_equivalents"]
+__all__ = [
+    "INTERFACE",
+    "NAMES",
+    "DashboardAccess",
+    "JobDefaults",
+    "StepResult",
+    "Target",
+    "for_settings",
+    "show_aws_equivalents",
+]

@@ -65,6 +65,9 @@ INTERFACE = (
     "equivalent_commands",
     "billing",
     "after_failure",
+    "dashboard",
+    "node_metrics",
+    "efa_counters",
 )
 
 
@@ -175,6 +178,18 @@ class Target(Protocol):
         """After a step stopped with an error (``raytrain-tutorial run``, a notebook cell): :meth:`billing`, and the
         teardown too where the target's setting asks for it (aws: ``aws.teardown_on_failure``), in ``teardown``."""
 
+    def dashboard(self, settings: Settings) -> contextlib.AbstractContextManager[DashboardAccess]:
+        """05: the Ray dashboard of the learner's own cluster, open while the context lasts (a port-forward on AWS):
+        its address, the token that logs in (never printed) and how a person opens it."""
+
+    def node_metrics(self, settings: Settings) -> dict[str, str]:
+        """05/07: each Ray node's Prometheus metrics page (Ray's own metrics export port), by node; nodes that did
+        not answer are left out."""
+
+    def efa_counters(self, settings: Settings) -> dict[str, dict[str, int]]:
+        """07: each GPU node's EFA hardware counters (``"<device>/<port>/<counter>": value``), by node; empty where
+        there is no EFA."""
+
     def attendee_state(self, settings: Settings) -> dict[str, str]:
         """``handout status``: a workshop attendee's Ray cluster (``cluster``) and last job (``job``) as the cluster
         reports them; empty where only the attendee's folder knows (read from disk instead)."""
@@ -266,6 +281,21 @@ class BillingResult:
             print(f"note: {line}")
         if self.stop_command:
             print(f"stop it: {self.stop_command}")
+
+
+@dataclass
+class DashboardAccess:
+    """How to open the Ray dashboard of the learner's cluster (see :meth:`Target.dashboard`)."""
+
+    #: The address a browser on this machine opens (while the context lasts).
+    url: str
+    #: The token the dashboard's login asks for; None where the cluster asks for none. Never printed.
+    token: str | None = None
+    #: (what, command or address) a person follows to open it themselves, without printing the token.
+    steps: list[tuple[str, str]] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # the token stays out of every repr, log and notebook output
+        return f"DashboardAccess(url={self.url!r}, token={'<set>' if self.token else None}, steps={self.steps!r})"
 
 
 class JobDefaults:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .gate import capacity
 from .jobs.defaults import benchmark_variants, expected_transport, job_defaults, where
 from .jobs.logs import worker_logs
+from .jobs.observe import dashboard, efa_counters, node_metrics
 from .jobs.verify import infra_criteria
 from .kuberay.raycluster import job_server
 from .parts import (
@@ -73,4 +74,7 @@ __all__ = [
     "equivalent_commands",
     "billing",
     "after_failure",
+    "dashboard",
+    "node_metrics",
+    "efa_counters",
 ]

@@ -17,6 +17,7 @@ from ...plan.memory import MemoryPlan
 from ..base import OPERATOR_ACTION, PART_ACTIONS, BillingResult, JobDefaults, StepResult, check_action
 from . import commands, raylets, standin
 from .logs import collect_local_logs
+from .observe import dashboard, efa_counters, node_metrics
 from .preflight import preflight
 from .raylets import (
     LocalClusterError,
@@ -297,4 +298,7 @@ __all__ = [
     "status",
     "billing",
     "after_failure",
+    "dashboard",
+    "node_metrics",
+    "efa_counters",
 ]
