@@ -7,7 +7,6 @@ import sys
 
 from ..core.loading import with_overrides
 from ..targets import for_settings
-from ..targets import local as local_target
 from .args import add_settings_args, settings_from_args
 
 
@@ -42,7 +41,7 @@ def env(args) -> int:
     cluster (not a Ray of their own) and carry its token."""
     s = with_overrides(settings_from_args(args), target="local")
     try:
-        variables = local_target.shell_env(s)
+        variables = for_settings(s).shell_env(s)  # the local target's own (this command is the local cluster's)
     except RuntimeError as e:  # LocalClusterError: not running
         print(f"error: {e}", file=sys.stderr)
         return 1
