@@ -162,3 +162,18 @@ def test_every_aws_exercise_says_its_observation_is_expected_not_seen():
                 checked += 1
                 assert "expected from the sources; not seen on AWS" in " ".join(text.split()), (name, title)
     assert checked >= 6
+
+
+def test_06_a_run_that_never_happened_fails_the_row_the_exercise_names(tmp_path, monkeypatch):
+    """06's last exercise, with its parameter as written: one FAIL row, the one it quotes, saying to run 05 first;
+    the notebook's last cell (``raise_if_failed``) raises. Needs no cluster."""
+    text = exercise("06_verify", "A run that never happened")
+    params = dict(parameters(text))
+    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path))
+    v = rt.steps.verify.run(local(**params))
+    row = re.search(r"one FAIL row, `([^`]+)`", " ".join(text.split())).group(1)
+    failed = v.criteria.failed
+    assert [c.name for c in failed] == [row], [(c.name, c.evidence) for c in failed]
+    assert "run 05_train first" in failed[0].evidence
+    with pytest.raises(AssertionError):
+        v.raise_if_failed()
