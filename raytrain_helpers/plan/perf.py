@@ -8,9 +8,10 @@ instance's EFA or TCP between nodes, or NCCL's sockets when P2P is off). FSDP pr
     step = max(compute, comm) + (1 - OVERLAP) x min(compute, comm)
 
 tokens/s per GPU = batch x seq_len / step; time for the configured steps; cost per million tokens from the
-hourly price of the stack (plan/cost.py). The efficiency factors were measured on H200s (CALIBRATION says which
-run each comes from); every other GPU and link uses its published figure times the same factor, which is the
-prediction's largest uncertainty off H200.
+hourly price of the stack (plan/cost.py). Two kinds of efficiency factor were measured on H200s (the
+compute efficiency, and NCCL sockets between two GPUs of one host); the link efficiencies and the overlap are
+assumed (CALIBRATION marks each). Every other GPU and link uses its published figure times the same factor,
+which is the prediction's largest uncertainty off H200.
 """
 
 from __future__ import annotations

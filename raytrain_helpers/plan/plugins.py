@@ -43,7 +43,8 @@ GPU_TOLERATIONS = [
 
 def helm_values(settings: Settings) -> dict[str, dict[str, Any]]:
     """Values for the two charts: role=gpu-worker nodes, both taints tolerated. ``affinity: None`` removes
-    the NVIDIA chart's default affinity on NFD labels (nvidia.com/gpu.present...) that EKS nodes lack."""
+    the NVIDIA chart's default affinity on NFD labels (nvidia.com/gpu.present...): 02's node group sets that one
+    itself, but placement then rests on the ``role`` label alone, on any cluster."""
     return {
         "nvidia": {"nodeSelector": {"role": "gpu-worker"}, "affinity": None, "tolerations": GPU_TOLERATIONS},
         "efa": {"nodeSelector": {"role": "gpu-worker"}, "tolerations": GPU_TOLERATIONS[1:]},

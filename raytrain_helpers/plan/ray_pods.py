@@ -24,6 +24,13 @@ RAY_API = "ray.io/v1"
 #: checked 2026-12-04): a pod with its own network namespace does not see it, a host-network pod would.
 SOCKET_IFNAME_EXCLUDE = ("lo", "docker0", "pod-id-link0")
 NCCL_SOCKET_IFNAME = "^" + ",".join(SOCKET_IFNAME_EXCLUDE)
+#: The network NCCL must use between the GPU nodes: the aws-ofi-nccl plugin, by the name it registers (``.name =
+#: "Libfabric"`` in aws/aws-ofi-nccl v1.20.0, src/nccl_ofi_interface_nvidia.cpp; the DLC ships 1.20.0). NCCL's
+#: ``NCCL_NET`` "forces NCCL to use a specific network" and stops its automatic fallback to the internal IB or
+#: Socket transports (NCCL user guide, Environment Variables, NCCL_NET): a pod whose plugin or EFA device is missing
+#: then fails at NCCL's initialisation instead of training over TCP. 07's socket baseline sets ``NCCL_NET=Socket``
+#: in the job's env_vars, which override the pod's.
+NCCL_NET_EFA = "Libfabric"
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")
 JOB_ENTRYPOINT = f"python -m {ENTRYPOINT_MODULE} --config job_config.json"
 #: The head container's ports: GCS, dashboard/jobs, client.
@@ -138,11 +145,12 @@ def worker_size(settings: Settings) -> PodSize:
 
 
 def worker_env(settings: Settings) -> list[tuple[str, str]]:
-    """The GPU workers' environment: EFA through the OFI plugin, NCCL's interface filter, debug level,
-    then ``settings.nccl.env`` (which may override any of them)."""
+    """The GPU workers' environment: EFA through the OFI plugin and no other network (``NCCL_NET``), NCCL's
+    interface filter, debug level, then ``settings.nccl.env`` (which may override any of them)."""
     env = {
         "FI_PROVIDER": "efa",
         "NCCL_NET_PLUGIN": "ofi",
+        "NCCL_NET": NCCL_NET_EFA,
         "NCCL_SOCKET_IFNAME": NCCL_SOCKET_IFNAME,
         "NCCL_DEBUG": settings.nccl.debug,
     }
@@ -195,5 +203,6 @@ __all__ = [
     "resources_param",
     "system_node_shape",
     "worker_env",
+    "NCCL_NET_EFA",
     "worker_size",
 ]

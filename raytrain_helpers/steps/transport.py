@@ -125,9 +125,15 @@ def pair_transport(audit) -> tuple[str, list[str]]:
     return ", ".join(sorted(labels, key=lambda k: -labels[k])), sorted(classes)
 
 
+def _names_a_plugin(name: str, value: Any) -> bool:
+    """``NCCL_NET`` naming the aws-ofi-nccl plugin (its names in v1.20.0: Libfabric, AWS Libfabric, OFI) forces the
+    fabric, not TCP."""
+    return name == "NCCL_NET" and str(value).lower() in ("libfabric", "aws libfabric", "ofi")
+
+
 def fix_for(expected: str, nccl_env: dict[str, Any]) -> str:
     """The fix for pairs on TCP: what nccl.env forces, else what the expected transport needs."""
-    forced = [f"{k}={nccl_env[k]}" for k in FORCING if k in nccl_env]
+    forced = [f"{k}={nccl_env[k]}" for k in FORCING if k in nccl_env and not _names_a_plugin(k, nccl_env[k])]
     if forced:
         return (
             f"nccl.env sets {', '.join(forced)}, which forces TCP: remove it, or set nccl.expect: socket for a "

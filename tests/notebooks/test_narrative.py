@@ -56,7 +56,54 @@ def test_every_chapter_opens_the_same_way_and_ends_with_troubleshooting(notebook
         assert numbers == list(range(1, len(numbers) + 1)), (name, numbers)
         last = nb.cells[-1]
         assert last.cell_type == "markdown" and last.source.startswith("## Troubleshooting"), name
-        assert last.source.count("You see:") >= 3 and last.source.count("Fix:") >= 3, name
+        anchor = f"notebook-{name[:2]}-{name[3:]}"
+        assert f"](../docs/troubleshooting.md#{anchor})" in last.source, (name, "one link to its troubleshooting")
+        section = troubleshooting_sections()[anchor]
+        assert section.count("You see:") >= 3 and section.count("Fix:") >= 3, name
+
+
+def slug(heading: str) -> str:
+    """The anchor the site gives a heading (``myst_heading_anchors`` in docs/conf.py): MyST's own GitHub-style
+    slug."""
+    from myst_parser.slugs import github_slugify
+
+    return github_slugify(heading.strip())
+
+
+def doc_anchors(path: Path) -> dict[str, str]:
+    """Each heading's anchor in a docs page, with the text up to the next heading of the same level or above."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    heads = list(re.finditer(r"^(#{1,6}) (.+)$", text, re.M))
+    out = {}
+    for i, m in enumerate(heads):
+        end = next((h.start() for h in heads[i + 1 :] if len(h.group(1)) <= len(m.group(1))), len(text))
+        out[slug(m.group(2))] = text[m.end() : end]
+    return out
+
+
+def troubleshooting_sections() -> dict[str, str]:
+    return doc_anchors(REPO / "docs" / "troubleshooting.md")
+
+
+def test_every_link_from_a_notebook_to_the_docs_leads_to_a_page_and_heading_that_exist(notebooks):
+    links = 0
+    for name, nb in notebooks.items():
+        for cell in nb.cells:
+            if cell.cell_type != "markdown":
+                continue
+            for target in re.findall(r"\]\((\.\./docs/[^)\s]+)\)", cell.source):
+                links += 1
+                page, _, anchor = target.partition("#")
+                path = (REPO / "notebooks" / page).resolve()
+                assert path.is_file(), (name, target)
+                assert not anchor or anchor in doc_anchors(path), (name, target, sorted(doc_anchors(path)))
+    assert links >= 16, links
+
+
+def test_the_slug_is_mysts():
+    assert slug("Notebook 01: capacity") == "notebook-01-capacity"
+    assert slug("4. Cost") == "4-cost"
+    assert slug("No GPU hour before the storage is proven") == "no-gpu-hour-before-the-storage-is-proven"
 
 
 #: A code cell that shows the learner an artifact: a step's result table, a manifest, the criteria, a source listing.

@@ -36,6 +36,13 @@ WRONG = [
     ("02_cluster", "`withOIDC` and the `eks-pod-identity-agent` add-on let", "OIDC is for IRSA, not Pod Identity"),
     ("03_plugins", "2-5 minutes on aws", "the aws times are the walkthrough's estimates"),
     ("04_kuberay", "up to 30-40 minutes the first time", "the aws times are the walkthrough's estimates"),
+    ("01_capacity", "sum over all ranks of the gradient", "FSDP2 reduce-scatters with ReduceOp.AVG (fp32/bf16)"),
+    ("01_capacity", "The efficiency factors were measured", "plan/perf.py marks most factors assumed"),
+    ("01_capacity", "control plane alone averages 15", "the thread cited quotes about 9 minutes on average"),
+    ("03_plugins", "EKS nodes lack", "02's node group sets nvidia.com/gpu.present itself"),
+    ("06_verify", "random letters or `<eos>`", "the untrained model repeats the prompt's last letter"),
+    ("04_kuberay", "EKS set their credentials when they were", "the agent serves them until the session expires"),
+    ("06_verify", "then run 05 and 06 with `-f` that file", "05's check stops, and the default run is complete"),
 ]
 
 
@@ -94,7 +101,8 @@ def test_every_chapter_ends_with_exercises_a_recap_and_the_docs(name):
     exercises = re.findall(r"^\d+\. \*\*.+?\*\*", tail, re.M)
     # two or three on the settings; 05 adds two that change the code (tests/unit/worker/test_memory_lab.py runs them)
     assert 2 <= len(exercises) <= (5 if name == "05_train" else 3), f"{name}: {len(exercises)} exercises"
-    assert tail.count("*Observe:*") == len(exercises), f"{name}: every exercise says what to observe"
+    observes = re.findall(r"\*Observe(?: \([^)]*\))?:\*", tail)
+    assert len(observes) == len(exercises), f"{name}: every exercise says what to observe"
     assert "**Recap.**" in tail and "**Learn more**" in tail, name
     links = re.findall(r"\]\((https?://[^)\s]+)\)", tail[tail.index("**Learn more**") :])
     assert len(links) >= 2 and all(u.startswith(PRIMARY_DOCS) for u in links), (name, links)
@@ -179,3 +187,103 @@ def test_the_named_parts_check_reads_something(build):
     for p in sorted(SOURCES.glob("*.md")):
         named_but_not_shown(_prose_and_outputs(build, p.stem), checked)
     assert len(checked) >= 3, checked
+
+
+# ---- statements tied to the code or the tools they describe ----
+
+
+def test_01s_gradient_reduction_is_the_average_fsdp2_uses():
+    """torch 2.13 ``_fsdp_collectives._get_gradient_divide_factors``: with fp32/bf16 gradients and more than one
+    rank, FSDP2 reduce-scatters with ``ReduceOp.AVG``; 01 says average, and names it."""
+    import torch
+    from torch.distributed import ReduceOp
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives as coll
+
+    class Group:
+        def size(self):
+            return 8
+
+    *_, reduce_scatter_op, _ = coll._get_gradient_divide_factors(Group(), None, torch.float32)
+    assert reduce_scatter_op == ReduceOp.AVG
+    assert "average over all ranks (`ReduceOp.AVG`)" in _text("01_capacity")
+
+
+def test_the_aws_workers_force_the_efa_network_and_07s_baseline_overrides_it(repo_root, clean_env):
+    """04 teaches NCCL_NET: the worker pods carry NCCL_NET=Libfabric (aws-ofi-nccl 1.20's name), 07's socket
+    variant sets NCCL_NET=Socket for its job, and a learner's nccl.env still wins over the pod's value."""
+    from raytrain_helpers.plan import ray_pods
+    from raytrain_helpers.targets.aws.jobs import defaults
+
+    s = config.load(repo_root / "env.yaml", environ={}, target="aws")
+    assert dict(ray_pods.worker_env(s))["NCCL_NET"] == "Libfabric" == ray_pods.NCCL_NET_EFA
+    variants = {v["label"]: v["env"] for v in defaults.benchmark_variants(s)}
+    assert variants["socket"]["NCCL_NET"] == "Socket" and variants["efa"]["NCCL_NET"] == "Libfabric"
+    forced = config.load(repo_root / "env.yaml", environ={}, target="aws", **{"nccl.env": {"NCCL_NET": "Socket"}})
+    assert dict(ray_pods.worker_env(forced))["NCCL_NET"] == "Socket"
+    text = " ".join(_text("04_kuberay").split())
+    assert "`NCCL_NET=Libfabric`" in text and "`Libfabric`" in text and "`NCCL_NET=Socket`" in text
+
+
+def test_naming_the_plugin_in_nccl_net_is_not_taken_for_forcing_tcp():
+    from raytrain_helpers.steps import transport
+
+    assert "forces TCP" in transport.fix_for("efa", {"NCCL_NET": "Socket"})
+    assert "forces TCP" not in transport.fix_for("efa", {"NCCL_NET": "Libfabric"})
+
+
+def test_01_says_which_efficiency_factors_were_measured_and_which_assumed():
+    from raytrain_helpers.plan import perf
+
+    assumed = [k for k, (_, why) in perf.CALIBRATION.items() if "not measured" in why or "assumed" in why]
+    assert len(assumed) >= 4, assumed
+    text = " ".join(_text("01_capacity").split())
+    assert "are assumed" in text and "`CALIBRATION`" in text
+
+
+def test_01s_control_plane_minutes_are_the_source_s():
+    from raytrain_helpers.plan import walkthrough
+
+    assert "9 minutes on an average" in walkthrough.ALLOWANCES["cluster"][1]
+    assert "about 9 minutes on average" in " ".join(_text("01_capacity").split())
+
+
+def test_03_knows_02s_node_group_sets_the_gpu_present_label(repo_root):
+    template = (repo_root / "manifests" / "eksctl-gpu-nodegroup.yaml.j2").read_text()
+    assert 'nvidia.com/gpu.present: "true"' in template
+    assert "02's node group sets\n`nvidia.com/gpu.present" in _text("03_plugins") or "02's node group sets" in _text(
+        "03_plugins"
+    )
+
+
+def test_04s_equivalent_commands_apply_both_network_policies(repo_root, clean_env):
+    from raytrain_helpers.plan import raycluster
+
+    s = config.load(repo_root / "env.yaml", environ={}, target="aws")
+    apply = next(c for _, c in commands.equivalent_commands("kuberay", s).commands if c.startswith("kubectl apply"))
+    for name in raycluster.NETWORK_POLICIES:
+        assert f"-networkpolicy-{name}.yaml" in apply, apply
+    assert apply.index("-namespace-") < apply.index("-networkpolicy-") < apply.index("-raycluster-")
+
+
+def test_the_troubleshooting_page_quotes_the_pinned_efa_plugin(repo_root):
+    pin = config.load(repo_root / "env.yaml", environ={}, target="aws").versions.efa_device_plugin_version
+    quoted = re.findall(r"\(tutorial, (v[\d.]+)\)", (repo_root / "docs" / "troubleshooting.md").read_text())
+    assert quoted and set(quoted) == {pin}, (quoted, pin)
+
+
+def test_01s_form_says_what_zero_means_as_the_settings_do():
+    from raytrain_helpers.core.settings_train import TrainSettings
+
+    assert "0 = auto" in TrainSettings.model_fields["learning_rate"].description
+    assert "0 = every GPU" in TrainSettings.model_fields["num_workers"].description
+    text = " ".join(_text("01_capacity").split())
+    assert "`learning_rate 0.0` means auto" in text and "`num_workers 0` means one worker per GPU" in text
+
+
+def test_the_readme_and_01_say_plainly_what_has_run_on_aws(repo_root):
+    line = "**What has been run on AWS: nothing.**"
+    assert line in (repo_root / "README.md").read_text() and line in _text("01_capacity")
+
+
+def test_07s_agreement_threshold_is_called_the_projects_own():
+    assert "a threshold of its own choosing, not a published one" in " ".join(_text("07_benchmark").split())

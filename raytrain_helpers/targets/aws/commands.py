@@ -163,6 +163,9 @@ def kuberay_commands(settings: Settings) -> Commands:
     ns_file = next(f for f in files if f.endswith(f"-namespace-{k.namespace}.yaml"))
     # the pods' ServiceAccount: the RayCluster names it (serviceAccountName), and pods of a missing one are refused
     sa_file = next(f for f in files if f.endswith(f"-serviceaccount-{k.service_account}.yaml"))
+    # the two NetworkPolicies the step applies beside the RayCluster (raycluster.NETWORK_POLICIES), in render order
+    np_files = [f for f in files if any(f.endswith(f"-networkpolicy-{n}.yaml") for n in raycluster.NETWORK_POLICIES)]
+    applied = " ".join(f"-f {RENDERED}/{f}" for f in [ns_file, *np_files, sa_file, rc_file])
     return [
         ("the chart repository", f"helm repo add kuberay {raycluster.KUBERAY_HELM_REPO}"),
         (
@@ -173,9 +176,10 @@ def kuberay_commands(settings: Settings) -> Commands:
         ),
         ("every manifest, one object per file", f"raytrain-tutorial render --target aws --out {RENDERED}"),
         (
-            "namespace, the pods' ServiceAccount and RayCluster (server-side apply)",
-            f"kubectl apply --server-side -f {RENDERED}/{ns_file} -f {RENDERED}/{sa_file} -f {RENDERED}/{rc_file}",
+            "namespace, its two NetworkPolicies, the pods' ServiceAccount and RayCluster (server-side apply)",
+            f"kubectl apply --server-side {applied}",
         ),
+        ("the NetworkPolicies in force", f"kubectl -n {k.namespace} get networkpolicy"),
         ("the RayCluster's state", f"kubectl -n {k.namespace} get raycluster {k.ray_cluster_name}"),
         (
             "its pods and the nodes they run on",

@@ -16,6 +16,7 @@ from ...core.settings import Settings
 from ...plan.memory import MemoryPlan
 from ..base import OPERATOR_ACTION, PART_ACTIONS, BillingResult, JobDefaults, StepResult, check_action
 from . import commands, raylets, standin
+from .cluster_state import token_path
 from .logs import collect_local_logs
 from .observe import dashboard, efa_counters, node_metrics
 from .preflight import preflight
@@ -90,6 +91,21 @@ def job_server(settings: Settings) -> Iterator[str]:
             "the local Ray cluster is not running. Fix: run 02_cluster (or `raytrain-tutorial up`) first"
         )
     yield info.dashboard_url
+
+
+def shell_env(settings: Settings) -> dict[str, str]:
+    """What a terminal of this machine needs to reach the running cluster as the notebooks do: ``RAY_ADDRESS``
+    (the head runs under its own temp folder, so a bare ``ray.init()`` would not find it and would start a Ray of
+    its own) and, with token authentication on, the token file (a request without it is refused)."""
+    info = raylets.status(settings)
+    if not info.running:
+        raise LocalClusterError(
+            f"the local Ray cluster is not running ({info.message}). Fix: run 02_cluster (or `raytrain-tutorial up`)"
+        )
+    env = {"RAY_ADDRESS": info.address}
+    if info.token_auth:
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_path(settings)))
+    return env
 
 
 def job_defaults(settings: Settings) -> JobDefaults:
@@ -260,6 +276,7 @@ __all__ = [
     "NODEGROUP_ONLY_DOWN",
     "WORKERS_USE_THIS_ENVIRONMENT",
     "SOCKET_ENV",
+    "shell_env",
     "where",
     "preflight",
     "capacity",

@@ -9,6 +9,7 @@ from ....clients import aws as aws_client
 from ....core.settings import Settings
 from ....core.validation import ConfigError
 from ....plan import iam
+from ....plan.ray_pods import NCCL_NET_EFA
 from ...base import JobDefaults
 from ..storage import state as storage_state
 
@@ -52,8 +53,9 @@ def expected_transport(settings: Settings, gpus: int | None = None) -> str:
 
 
 def benchmark_variants(settings: Settings) -> list[dict[str, Any]]:
-    """EFA (libfabric through the aws-ofi-nccl plugin) against NCCL's plain sockets."""
+    """EFA (libfabric through the aws-ofi-nccl plugin, forced with ``NCCL_NET``) against NCCL's plain sockets
+    (``NCCL_NET=Socket`` in the job's env_vars overrides the pods' ``NCCL_NET=Libfabric``)."""
     return [
-        dict(label="efa", expect="efa", env={"FI_PROVIDER": "efa", "NCCL_NET_PLUGIN": "ofi"}),
+        dict(label="efa", expect="efa", env={"FI_PROVIDER": "efa", "NCCL_NET_PLUGIN": "ofi", "NCCL_NET": NCCL_NET_EFA}),
         dict(label="socket", expect="socket", env={"NCCL_NET": "Socket"}),
     ]
