@@ -56,6 +56,7 @@ from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
 from ...plan import learner_policy
 from ..base import PreflightResult, Requirement
+from . import image_digest
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
 
@@ -403,6 +404,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
+    if quota:
+        rows.append(image_digest.image_row(settings))
     return PreflightResult(target="aws", rows=rows)
 
 
