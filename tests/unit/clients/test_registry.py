@@ -17,7 +17,7 @@ import pytest
 
 from raytrain_helpers.clients import registry
 from raytrain_helpers.core.config import with_overrides
-from raytrain_helpers.targets.aws import image_digest
+from raytrain_helpers.targets.aws.preflight import image_row
 from tests.helpers import aws_settings
 
 MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []})
@@ -83,16 +83,16 @@ def test_a_header_that_disagrees_with_the_bytes_or_an_unknown_tag_is_an_error(fa
 def test_the_preflight_prints_the_digest_to_pin_and_says_when_it_is_pinned(fake_registry):
     s = aws_settings()
     assert "@sha256:" not in s.versions.dlc_image  # no published digest: the default is the tag (docs/pins.md)
-    row = image_digest.image_row(s, lambda image: registry.manifest_digest(
+    row = image_row(s, lambda image: registry.manifest_digest(
         image.replace("public.ecr.aws", fake_registry["host"]), scheme="http"))  # fmt: skip
     assert row.status == "unknown" and not row.required and DIGEST in row.found
     assert f"{s.versions.dlc_image}@{DIGEST}" in row.fix
     pinned = with_overrides(s, dlc_image=f"{s.versions.dlc_image}@{DIGEST}")
-    row = image_digest.image_row(pinned, lambda image: pytest.fail("a pinned image is not looked up"))
+    row = image_row(pinned, lambda image: pytest.fail("a pinned image is not looked up"))
     assert row.status == "ok" and DIGEST in row.found
 
     def unreachable(image):
         raise registry.RegistryError("no network")
 
-    row = image_digest.image_row(s, unreachable)
+    row = image_row(s, unreachable)
     assert row.status == "unknown" and "no network" in row.found and not row.required
