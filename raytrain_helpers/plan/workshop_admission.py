@@ -6,9 +6,10 @@ GA since Kubernetes 1.30, built into every EKS version the tutorial allows).
   address it does not own makes kube-proxy on every node send that address's traffic to the Service's pods
   (CVE-2020-8554, kubernetes/kubernetes#97076): the EKS Pod Identity agent's 169.254.170.23, or another
   attendee's head. Kubernetes' own fix is the ``DenyServiceExternalIPs`` admission plugin, which EKS does not let
-  a cluster turn on (EKS chooses the API server's plugins: aws/containers-roadmap#739); this policy is the same rule, for the attendees' namespaces only. NodePort and LoadBalancer
-  Services would open the attendee's head outside the cluster (and the quota says 0 of each as well:
-  ``services.nodeports``, ``services.loadbalancers``, :mod:`.workshop_namespace`).
+  a cluster turn on (EKS chooses the API server's plugins: aws/containers-roadmap#739); this policy is the same
+  rule, for the attendees' namespaces only. NodePort and LoadBalancer Services would open the attendee's head
+  outside the cluster (and the quota says 0 of each as well: ``services.nodeports``, ``services.loadbalancers``,
+  :mod:`.workshop_namespace`).
 * **RayClusters** and **RayJobs** (``rayClusterSpec``): the head Service the operator creates for them
   (``headGroupSpec.serviceType``, ``headGroupSpec.headService``: a whole Service, KubeRay v1.7.0 CRD) under the
   same rule, and no ``headGroupSpec.enableIngress`` (an Ingress the operator would create for the dashboard). The
