@@ -52,6 +52,11 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
     ("ray.io/v1", "RayCluster"): ("rayclusters", True),
     ("ray.io/v1", "RayJob"): ("rayjobs", True),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): ("validatingadmissionpolicies", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        "validatingadmissionpolicybindings",
+        False,
+    ),
 }
 
 

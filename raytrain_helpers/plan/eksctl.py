@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.settings import Settings
-from . import render
+from . import plugins, render
 from .walkthrough import ALLOWANCES
 
 SYSTEM_NODEGROUP = "system"
@@ -70,6 +70,7 @@ def render_gpu_nodegroup_config(
         capacity_reservation_id=settings.aws.capacity_reservation_id,
         reservation_type=kind,
         capacity_block=kind == CAPACITY_BLOCK,
+        toolkit_command=plugins.toolkit_command(settings),
     )
 
 

@@ -41,12 +41,49 @@ GPU_TOLERATIONS = [
 ]
 
 
+#: Only the device plugin hands out GPUs. With the plugin's default ``envvar`` strategy the NVIDIA container runtime
+#: gives a container the GPUs its ``NVIDIA_VISIBLE_DEVICES`` names, and any pod may set that variable (or run an
+#: image whose ENV sets it, as CUDA base images do): ``all`` on a GPU node means every GPU of the node, outside any
+#: quota. With ``volume-mounts`` the plugin passes a GPU request as mounts of ``/dev/null`` under
+#: ``/var/run/nvidia-container-devices`` (NVIDIA/k8s-device-plugin v0.20.0 README, ``DEVICE_LIST_STRATEGY``; chart
+#: value ``deviceListStrategy``, which also gives the plugin SYS_ADMIN), and the node's toolkit, set by
+#: :data:`NVIDIA_TOOLKIT_COMMAND`, reads only those: the variable is ignored in an unprivileged container and a mount
+#: whose source is not ``/dev/null`` is ignored (NVIDIA/nvidia-container-toolkit, internal/config/image/
+#: cuda_image.go: ``acceptEnvvarUnprivileged``, "Only consider mounts who's host volume is /dev/null"). Pod Security
+#: ``baseline`` in attendee namespaces refuses privileged containers and hostPath volumes, so no pod there can
+#: get around either.
+DEVICE_LIST_STRATEGY = "volume-mounts"
+#: Run on each GPU node before the kubelet starts (eksctl ``preBootstrapCommands``: on AmazonLinux2023 a shell part of
+#: the user data, run by cloud-init, and nodeadm-run.service starts the kubelet After=cloud-final.service;
+#: awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service). ``nvidia-ctk
+#: config --in-place --set KEY=VALUE`` edits /etc/nvidia-container-runtime/config.toml (the toolkit's
+#: GetConfigFilePath), the file the EKS AL2023 NVIDIA AMI's dnf-installed toolkit reads; its defaults are
+#: envvar-when-unprivileged true and as-volume-mounts false (api/config/v1/toml.go). Should the command fail, the
+#: node keeps those defaults and a worker gets no GPU from the plugin's mounts: training fails, no GPU leaks.
+NVIDIA_TOOLKIT_COMMAND = (
+    "nvidia-ctk config --in-place --set accept-nvidia-visible-devices-envvar-when-unprivileged=false "
+    "--set accept-nvidia-visible-devices-as-volume-mounts=true"
+)
+
+
+def toolkit_command(settings: Settings) -> str:
+    """:data:`NVIDIA_TOOLKIT_COMMAND` for an Amazon Linux GPU node group; '' for another AMI family (Bottlerocket
+    refuses ``preBootstrapCommands``, eksctl v0.230.0 validation.go; its own settings choose the strategy)."""
+    return NVIDIA_TOOLKIT_COMMAND if settings.aws.node_ami_family.startswith("AmazonLinux") else ""
+
+
 def helm_values(settings: Settings) -> dict[str, dict[str, Any]]:
     """Values for the two charts: role=gpu-worker nodes, both taints tolerated. ``affinity: None`` removes
     the NVIDIA chart's default affinity on NFD labels (nvidia.com/gpu.present...): 02's node group sets that one
-    itself, but placement then rests on the ``role`` label alone, on any cluster."""
+    itself, but placement then rests on the ``role`` label alone, on any cluster; ``deviceListStrategy``:
+    :data:`DEVICE_LIST_STRATEGY`."""
     return {
-        "nvidia": {"nodeSelector": {"role": "gpu-worker"}, "affinity": None, "tolerations": GPU_TOLERATIONS},
+        "nvidia": {
+            "nodeSelector": {"role": "gpu-worker"},
+            "affinity": None,
+            "tolerations": GPU_TOLERATIONS,
+            "deviceListStrategy": DEVICE_LIST_STRATEGY,
+        },
         "efa": {"nodeSelector": {"role": "gpu-worker"}, "tolerations": GPU_TOLERATIONS[1:]},
     }
 
@@ -57,6 +94,7 @@ CHARTS = (("nvidia", NVIDIA_CHART, "nvidia_device_plugin_version"), ("efa", EFA_
 
 __all__ = [
     "CHARTS",
+    "DEVICE_LIST_STRATEGY",
     "EFA_CHART",
     "EFA_DAEMONSET",
     "EKSCTL_EFA_DAEMONSET",
@@ -64,5 +102,7 @@ __all__ = [
     "GPU_TOLERATIONS",
     "NAMESPACE",
     "NVIDIA_CHART",
+    "NVIDIA_TOOLKIT_COMMAND",
     "helm_values",
+    "toolkit_command",
 ]

@@ -38,6 +38,16 @@ HEAD_PORTS = (6379, DASHBOARD_PORT, 10001)
 #: Where the workers' Hugging Face cache volume is mounted (``HF_HOME``), and its smallest size in GiB.
 HF_HOME = "/mnt/hf-cache"
 HF_CACHE_MIN_GIB = 10
+#: The node-disk room (``ephemeral-storage``, requests = limits) of a Ray head: its logs under /tmp/ray, the job
+#: drivers' runtime_env and the container's writable layer. The kubelet evicts a pod that passes its limit, so one
+#: pod cannot fill the system node that also runs the KubeRay operator.
+HEAD_EPHEMERAL_GIB = 20
+#: A worker's room beside its Hugging Face cache: Ray's logs and spilled objects, the runtime_env, the writable layer.
+WORKER_SCRATCH_GIB = 20
+#: Bytes per parameter of the training state a worker stages in /tmp before uploading a checkpoint (fp32 weights,
+#: Adam's two moments, bf16 weights: 4 + 8 + 2, rounded up), split over the workers; plus one bf16 export (2).
+CHECKPOINT_BYTES_PER_PARAM = 16
+EXPORT_BYTES_PER_PARAM = 2
 
 
 # ============================================================================================
@@ -168,6 +178,14 @@ def hf_cache_gib(settings: Settings) -> int:
     return max(HF_CACHE_MIN_GIB, math.ceil(2 * weights_gib))
 
 
+def worker_ephemeral_gib(settings: Settings) -> int:
+    """A GPU worker's ``ephemeral-storage`` (requests = limits) in GiB: its Hugging Face cache volume, its share of
+    a staged checkpoint, one exported model and :data:`WORKER_SCRATCH_GIB`."""
+    params = count_params(settings.model_config_dict())["total"]
+    staged = params * (CHECKPOINT_BYTES_PER_PARAM / max(1, settings.aws.gpu_node_count) + EXPORT_BYTES_PER_PARAM)
+    return hf_cache_gib(settings) + math.ceil(staged / 2**30) + WORKER_SCRATCH_GIB
+
+
 def resources_param(slots: int) -> str:
     """rayStartParams ``resources`` as KubeRay itself writes it: compact JSON in single quotes, ``'{"k":1}'``.
 
@@ -182,6 +200,7 @@ __all__ = [
     "GPU_NODE_RESERVE_CPU_M",
     "GPU_NODE_RESERVE_MEM_GIB",
     "HEAD_PORTS",
+    "HEAD_EPHEMERAL_GIB",
     "HF_CACHE_MIN_GIB",
     "HF_HOME",
     "JOB_ENTRYPOINT",
@@ -204,5 +223,6 @@ __all__ = [
     "system_node_shape",
     "worker_env",
     "NCCL_NET_EFA",
+    "worker_ephemeral_gib",
     "worker_size",
 ]

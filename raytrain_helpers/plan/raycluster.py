@@ -18,6 +18,7 @@ from . import rayjob_limits
 from .ray_pods import (
     GPU_NODE_RESERVE_CPU_M,
     GPU_NODE_RESERVE_MEM_GIB,
+    HEAD_EPHEMERAL_GIB,
     HEAD_PORTS,
     HF_CACHE_MIN_GIB,
     HF_HOME,
@@ -40,6 +41,7 @@ from .ray_pods import (
     resources_param,
     system_node_shape,
     worker_env,
+    worker_ephemeral_gib,
     worker_size,
 )
 from .raycluster_checks import (
@@ -96,6 +98,8 @@ def raycluster_values(settings: Settings) -> dict[str, Any]:
         resources_param=resources_param(settings.aws.gpus_per_node),
         hf_home=HF_HOME,
         hf_cache_size=f"{hf_cache_gib(settings)}Gi",
+        head_ephemeral=f"{HEAD_EPHEMERAL_GIB}Gi",
+        worker_ephemeral=f"{worker_ephemeral_gib(settings)}Gi",
         auth_secret=auth_secret_name(settings.kubernetes.ray_cluster_name),
     )
 

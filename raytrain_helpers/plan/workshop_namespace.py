@@ -6,10 +6,14 @@
   strictest level the Ray pods meet (:func:`.pod_security.strictest_level` of the rendered RayCluster: ``baseline``
   enforced, ``restricted`` warned and audited; Kubernetes "Pod Security Admission", labels
   ``pod-security.kubernetes.io/<mode>``);
-* a ResourceQuota on GPUs, EFA interfaces, CPU, memory and pods: what the attendee's RayCluster asks for (its pods
-  set requests = limits) plus :data:`HEADROOM` for the odd pod beside it;
-* a LimitRange: a container that states nothing gets a small default (a quota on CPU and memory otherwise refuses
-  it), and none may ask for more than one Ray worker pod;
+* a ResourceQuota on GPUs, EFA interfaces, CPU, memory, the node disk (``ephemeral-storage``) and pods: what the
+  attendee's RayCluster asks for (its pods set requests = limits) plus :data:`HEADROOM` for the odd pod beside it;
+  and no NodePort or LoadBalancer Service (``services.nodeports``, ``services.loadbalancers``: 0);
+* a LimitRange: a container that states nothing gets a small default (a quota on CPU, memory and ephemeral-storage
+  otherwise refuses it), and none may ask for more than one Ray worker pod; the kubelet evicts a pod that writes
+  more than its ephemeral-storage limit, so one attendee cannot fill a node and get the operator evicted;
+* ValidatingAdmissionPolicies bound to the namespace (:mod:`.workshop_admission`): only ClusterIP Services without
+  ``externalIPs``, and RayClusters/RayJobs whose head Service is one;
 * a Role (what notebooks 04-08 do in the namespace: the RayCluster and RayJobs, pods, their logs, exec and
   port-forward, the Secrets of the Ray token and the Hugging Face token, NetworkPolicies; quotas read only) and a
   RoleBinding to the attendee's group :func:`attendee_group`; a ClusterRole and ClusterRoleBinding that read what
@@ -30,17 +34,17 @@ from typing import Any
 from ..core.presets import INSTANCE_TYPES
 from ..core.settings import Settings
 from ..core.validation import ConfigError
-from . import pod_security
-from .ray_pods import head_size, worker_size
+from . import pod_security, workshop_admission
+from .ray_pods import HEAD_EPHEMERAL_GIB, head_size, worker_ephemeral_gib, worker_size
 from .raycluster import OPERATOR_NAMESPACE, render_raycluster
 
 #: The labels of an attendee's namespace the hand-out owns (``handout teardown`` reads them, with the UID it recorded).
 MANAGED_BY = ("app.kubernetes.io/managed-by", "raytrain-tutorial")
 ATTENDEE_LABEL = "raytrain-tutorial/attendee"
 #: Room in the quota beside the RayCluster (a debugging pod, a RayJob's submitter).
-HEADROOM = {"cpu": 1, "memory_gib": 2, "pods": 4}
+HEADROOM = {"cpu": 1, "memory_gib": 2, "ephemeral_gib": 8, "pods": 4}
 #: A container that states no resources gets these (the LimitRange's default and defaultRequest).
-DEFAULT_CONTAINER = {"cpu": "500m", "memory": "1Gi"}
+DEFAULT_CONTAINER = {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
 #: Namespaces no roster row may claim (with the base namespace and every ``kube-*``).
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", OPERATOR_NAMESPACE)
 ROLE = "raytrain-attendee"
@@ -88,14 +92,19 @@ def quota_hard(settings: Settings, gpus: int) -> dict[str, str]:
     head, worker = head_size(settings), worker_size(settings)
     cpu = head.cpu + a.gpu_node_count * worker.cpu + HEADROOM["cpu"]
     mem = head.memory_gib + a.gpu_node_count * worker.memory_gib + HEADROOM["memory_gib"]
+    disk = HEAD_EPHEMERAL_GIB + a.gpu_node_count * worker_ephemeral_gib(settings) + HEADROOM["ephemeral_gib"]
     efa = a.gpu_node_count * int(INSTANCE_TYPES[a.gpu_node_type]["efa"])
     hard = {
         "requests.nvidia.com/gpu": str(gpus),
         "requests.vpc.amazonaws.com/efa": str(efa),
         "pods": str(1 + a.gpu_node_count + HEADROOM["pods"]),
+        # no Service reachable from outside the cluster (the admission policy refuses them too)
+        "services.nodeports": "0",
+        "services.loadbalancers": "0",
     }
     for kind in ("requests", "limits"):
         hard[f"{kind}.cpu"], hard[f"{kind}.memory"] = str(cpu), f"{mem}Gi"
+        hard[f"{kind}.ephemeral-storage"] = f"{disk}Gi"
     return hard
 
 
@@ -123,7 +132,11 @@ def namespace_objects(settings: Settings, gpus: int, handout_id: str = "") -> li
          "spec": {"limits": [{"type": "Container", "default": dict(DEFAULT_CONTAINER),
                               "defaultRequest": dict(DEFAULT_CONTAINER),
                               "max": {"cpu": str(max(worker.cpu, head_size(settings).cpu)),
-                                      "memory": f"{max(worker.memory_gib, head_size(settings).memory_gib)}Gi"}}]}},
+                                      "memory": f"{max(worker.memory_gib, head_size(settings).memory_gib)}Gi",
+                                      "ephemeral-storage":
+                                          f"{max(worker_ephemeral_gib(settings), HEAD_EPHEMERAL_GIB)}Gi"}}]}},
+        # before the Role: the attendee never holds write access without the policies in force
+        *workshop_admission.admission_objects(settings, cluster_role, labels),
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": ROLE, **meta},
          "rules": _namespace_rules()},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": ROLE, **meta},

@@ -13,7 +13,7 @@ import pytest
 from raytrain_helpers.clients import rayjobs
 from raytrain_helpers.core import config
 from raytrain_helpers.targets import local
-from raytrain_helpers.targets.local import procs, raylets, rootdir
+from raytrain_helpers.targets.local import cluster_state, procs, raylets, rootdir
 from tests.conftest import AUTH_VARS
 
 pytestmark = pytest.mark.integration
@@ -111,10 +111,15 @@ def test_what_listens_where(local_settings, local_cluster):
     assert {r["address"] for r in found if r["port"] == loc.gcs_port} <= {"*", "127.0.0.1"}
     rows = raylets.exposure_rows(found, token_auth=True)  # what 02 shows
     metrics = [r for r in found if "(Prometheus)" in r["role"]]
-    assert len(metrics) == 2 and not {r["port"] for r in metrics} & {44217, 44227}, metrics
-    for r in metrics:  # the table says these ask for no token: read-only figures, answered to anyone
+    agents = {r["port"] for r in metrics if r["role"] == cluster_state.AGENT_METRICS}
+    assert len(agents) == 3, metrics  # one dashboard agent per raylet: the head and two workers
+    heads = [r for r in metrics if r["port"] not in agents]  # the dashboard's and the autoscaler's
+    assert len({r["port"] for r in heads}) == 2 and not {r["port"] for r in heads} & {44217, 44227}, metrics
+    for r in metrics:  # the table says these ask for no token: metrics only, answered to anyone who reaches them
         with urllib.request.urlopen(f"http://127.0.0.1:{r['port']}/metrics", timeout=10) as answer:
             assert answer.status == 200
+    assert {row[2] for row in rows if "(Prometheus)" in row[0]} == {cluster_state.METRICS_ONLY}, rows
+    assert cluster_state.AGENT_METRICS in {row[0] for row in rows}
     assert [r for r in rows if r[0] == "dashboard + Jobs API"] == [
         ("dashboard + Jobs API", "this machine only (127.0.0.1)", "on")
     ]

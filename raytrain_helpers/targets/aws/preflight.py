@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
+from ...clients import registry
 from ...core.constants import EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION, K8S_MODELLED_VERSION
 from ...core.settings import Settings
 from ...plan import learner_policy
@@ -421,7 +422,37 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
+    if quota:
+        rows.append(image_row(settings))
     return PreflightResult(target="aws", rows=rows)
+
+
+#: The preflight row of the Ray Train image.
+IMAGE_ROW = "Ray Train image (versions.dlc_image)"
+
+
+def image_row(settings: Settings, resolve: Callable[[str], str] = registry.manifest_digest) -> Requirement:
+    """The Ray Train image: no published source gives the digest of the default tag (docs/pins.md), so this row asks
+    the registry anonymously (:func:`...clients.registry.manifest_digest`) and prints ``REPO:TAG@sha256:...`` to pin
+    it with; a failed lookup only warns (the nodes pull the tag either way). ``ok`` with the digest it is pinned
+    to; else ``unknown`` with the digest the tag points to now (or why that could not be read) and the line that
+    pins it."""
+    image = settings.versions.dlc_image
+    if "@sha256:" in image:
+        return Requirement(IMAGE_ROW, f"pinned: {image.split('@', 1)[1]}", "a digest", "ok", required=False)
+    try:
+        digest = resolve(image)
+    except registry.RegistryError as e:
+        return Requirement(IMAGE_ROW, f"tag only; digest not read ({e})", "a digest", "unknown",
+                           "check the network, or pin it yourself: `crane digest IMAGE`", required=False)  # fmt: skip
+    return Requirement(
+        IMAGE_ROW,
+        f"tag only; it points to {digest} now",
+        "a digest",
+        "unknown",
+        f"pin it: `dlc_image: {image}@{digest}` under versions: in env.yaml",
+        required=False,
+    )
 
 
 class PreflightError(aws_client.AwsError):
@@ -449,11 +480,13 @@ def require(settings: Settings, before: str) -> PreflightResult:
 __all__ = [
     "AWS_CLI_V1_FIX",
     "AWS_CLI_V2_MIN",
+    "IMAGE_ROW",
     "PreflightError",
     "aws_cli_row",
     "credentials_row",
     "eksctl_row",
     "helm_row",
+    "image_row",
     "k8s_version_row",
     "kubectl_row",
     "parse_authenticator",

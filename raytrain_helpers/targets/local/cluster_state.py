@@ -223,7 +223,13 @@ def status(settings: Settings) -> LocalClusterInfo:
     nodes.sort(key=lambda x: (x["role"] != "head", not x["alive"], x["name"]))
     shape = (state or {}).get("shape", {})
     return LocalClusterInfo(
-        True, address, url, nodes=nodes, shape=shape, listeners=listeners(state), token_auth=_token_on(shape)
+        True,
+        address,
+        url,
+        nodes=nodes,
+        shape=shape,
+        listeners=listeners(state, metrics_export_ports(settings)),
+        token_auth=_token_on(shape),
     )
 
 
@@ -249,11 +255,15 @@ def role(pid: int) -> str:
     return next((name for key, name in ROLES if key in line), procs.program(pid) or "?")
 
 
-def listeners(state: dict[str, Any] | None) -> list[dict[str, Any]]:
+def listeners(
+    state: dict[str, Any] | None, metrics_ports: set[int] | frozenset[int] = frozenset()
+) -> list[dict[str, Any]]:
     """Every TCP port the cluster's recorded processes and their descendants listen on, with their role; the two
-    ports the settings choose are named by their setting."""
+    ports the settings choose are named by their setting, the dashboard agents' Prometheus exporters (``metrics_ports``,
+    :func:`metrics_export_ports`) as such."""
     shape = (state or {}).get("shape", {})
     named = {shape.get("gcs_port"): "GCS (local.gcs_port)", shape.get("dashboard_port"): "dashboard + Jobs API"}
+    named.update({port: AGENT_METRICS for port in metrics_ports})
     pids = [r["pid"] for r in procs.with_descendants((state or {}).get("processes", []))]
     return [dict(r, role=named.get(r["port"]) or role(r["pid"])) for r in procs.listening(pids)]
 
@@ -274,8 +284,31 @@ def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[s
     return [(what, where, METRICS_ONLY if "(Prometheus)" in what else guard) for what, where in rows]
 
 
-#: Ray's Prometheus metrics servers ask for no token: they serve read-only figures (resources, node counts).
-METRICS_ONLY = "not asked (read-only metrics)"
+#: Ray's Prometheus metrics servers ask for no token: ``GET /metrics`` answers anyone who reaches the port, with
+#: figures labelled by node address, job and submission id (never a way to run anything). Ray 2.58 has no option for
+#: their address: the dashboard agent's exporter (dashboard/modules/reporter/reporter_agent.py,
+#: ``prometheus_exporter.Options(address=get_localhost_ip() if is_localhost(self._ip) else "")``), the dashboard's
+#: and the autoscaler's (dashboard/head.py ``_setup_metrics``, autoscaler/_private/monitor.py: ``addr`` only when the
+#: node address is loopback) bind loopback only when the node's address is loopback, which ``ray start`` replaces
+#: with the machine's address (docs/local-target.md), and ``--metrics-export-port`` sets only the port.
+METRICS_ONLY = "no token: metrics only (node addresses, job ids)"
+#: The dashboard agent's Prometheus exporter, one per raylet: the agent process also serves its own HTTP and gRPC
+#: ports, which do ask for the token.
+AGENT_METRICS = "dashboard agent metrics (Prometheus)"
+
+
+def metrics_export_ports(settings: Settings) -> set[int]:
+    """The ports of the dashboard agents' Prometheus exporters: each agent writes its port to
+    ``<session dir>/metrics_export_port_<node id>`` (Ray 2.58, reporter_agent.py ``persist_port(...,
+    METRICS_EXPORT_PORT_NAME, ...)``; the name from ``ray._raylet.get_port_filename``), one session dir per raylet
+    under the temp root."""
+    ports: set[int] = set()
+    for f in temp_root(settings).glob("*/session_latest/metrics_export_port_*"):
+        try:
+            ports.add(int(f.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    return ports
 
 
 def session_log_dirs(settings: Settings) -> list[Path]:

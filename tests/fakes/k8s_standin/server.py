@@ -124,6 +124,11 @@ BUILTIN: dict[tuple[str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io/v1", "roles"): ("Role", True),
     ("rbac.authorization.k8s.io/v1", "rolebindings"): ("RoleBinding", True),
     ("apiextensions.k8s.io/v1", "customresourcedefinitions"): ("CustomResourceDefinition", False),
+    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies"): ("ValidatingAdmissionPolicy", False),
+    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings"): (
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
 }
 
 #: Hardware of the instance types the stand-in can model: vCPU, GiB, GPUs, EFA interfaces.
@@ -598,8 +603,14 @@ class Cluster:
         cpu_m = int(vcpus * 1000 - 80 - 2.5 * max(vcpus - 4, 0))
         mem_ki = int(mem_gib * 1024 * 1024 * 0.955 - (11 * max_pods + 355) * 1024)
         self.hw[name] = {"gpus": gpus, "efa": efa if self.o["efa_attached"] else 0}
-        capacity = {"cpu": str(vcpus), "memory": f"{mem_gib * 1024 * 1024}Ki", "pods": str(max_pods)}
-        alloc = {"cpu": f"{cpu_m}m", "memory": f"{mem_ki}Ki", "pods": str(max_pods)}
+        # the node's root volume (manifests/eksctl-*.yaml.j2 volumeSize: 300 GiB on GPU nodes, 100 on system nodes),
+        # as the kubelet reports it: allocatable = capacity - kubeReserved 1Gi - evictionHard nodefs.available 10 %
+        # (awslabs/amazon-eks-ami, nodeadm/internal/kubelet/config.go)
+        disk_ki = (300 if gpus else 100) * 1024 * 1024
+        capacity = {"cpu": str(vcpus), "memory": f"{mem_gib * 1024 * 1024}Ki", "pods": str(max_pods),
+                    "ephemeral-storage": f"{disk_ki}Ki"}  # fmt: skip
+        alloc = {"cpu": f"{cpu_m}m", "memory": f"{mem_ki}Ki", "pods": str(max_pods),
+                 "ephemeral-storage": f"{int(disk_ki * 0.9) - 1024 * 1024}Ki"}  # fmt: skip
         return {
             "apiVersion": "v1",
             "kind": "Node",

@@ -34,3 +34,32 @@ def test_the_tutorials_efa_release_is_named_apart_from_eksctls():
     _helpers.tpl, chart v0.5.30), and selects its pods by ``name: <that name>``, so eksctl's pods are not its own."""
     assert plugins.EFA_CHART["chart"] in plugins.EFA_CHART["release"]
     assert plugins.EFA_DAEMONSET == plugins.EFA_CHART["release"] != plugins.EKSCTL_EFA_DAEMONSET
+
+
+def test_only_the_device_plugin_hands_out_gpus(tmp_path):
+    """NVIDIA_VISIBLE_DEVICES=all in a pod (or its image) must not reach the GPUs: the plugin passes its allocation as
+    volume mounts, and every Amazon Linux GPU node's toolkit is set to read only those, before its kubelet starts."""
+    import yaml
+
+    from raytrain_helpers.plan import eksctl
+    from tests.fakes.helm import RENDER
+    from tests.unit.plan.test_eksctl import eksctl_errors
+
+    values = plugins.helm_values(settings())["nvidia"]
+    assert values["deviceListStrategy"] == "volume-mounts"
+    ds = RENDER["nvidia-device-plugin"]("nvidia-device-plugin", "kube-system", "0.20.0", values)[0]
+    ctr = ds["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"} in ctr["env"]
+    for family, want in (("AmazonLinux2023", plugins.NVIDIA_TOOLKIT_COMMAND), ("Bottlerocket", None)):
+        s = settings(node_ami_family=family)
+        text = eksctl.render_gpu_nodegroup_config(s, gpu_az="us-west-2b", subnet_ids=["subnet-b1"])
+        ng = yaml.safe_load(text)["managedNodeGroups"][0]
+        assert ng.get("preBootstrapCommands") == ([want] if want else None), family
+        assert eksctl_errors(text) == []
+    cmd = plugins.NVIDIA_TOOLKIT_COMMAND.split()
+    assert cmd[:3] == ["nvidia-ctk", "config", "--in-place"]
+    sets = dict(cmd[i + 1].split("=") for i, word in enumerate(cmd) if word == "--set")
+    assert sets == {
+        "accept-nvidia-visible-devices-envvar-when-unprivileged": "false",
+        "accept-nvidia-visible-devices-as-volume-mounts": "true",
+    }

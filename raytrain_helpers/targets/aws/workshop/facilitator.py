@@ -7,7 +7,8 @@ from __future__ import annotations
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
 from ....plan.raycluster import RAY_API
-from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY
+from ....plan.workshop_admission import admission_kinds
+from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY, ROLE
 
 
 def attendee_state(settings: Settings, *, client=None) -> dict[str, str]:
@@ -68,10 +69,11 @@ def remove_namespace(
     timeout_s: float = 300,
     poll_s: float = 2.0,
 ) -> tuple[bool, str]:
-    """Delete the attendee's Namespace (with everything in it) and the cluster-scoped ``objects`` of the hand-out's
-    record (the ClusterRole and ClusterRoleBinding, each only while it carries the recorded labels) when it is the
-    very namespace ``handout namespaces`` created (UID ``uid``, and the hand-out's labels); any other namespace of
-    that name, labelled or not, is left alone. (done, what happened); idempotent."""
+    """Delete the attendee's Namespace (with everything in it), the cluster-scoped ``objects`` of the hand-out's
+    record (the ClusterRole and ClusterRoleBinding, each only while it carries the recorded labels) and, once the
+    namespace is gone, their admission policies (:mod:`...plan.workshop_admission`), when it is the very namespace
+    ``handout namespaces`` created (UID ``uid``, and the hand-out's labels); any other namespace of that name,
+    labelled or not, is left alone. (done, what happened); idempotent."""
     ns = settings.kubernetes.namespace
     if not assume_yes:
         return False, f"refused: deletes namespace {ns} and everything in it. Fix: --yes"
@@ -94,6 +96,9 @@ def remove_namespace(
             gone = kube.wait_for(
                 lambda: (kube.get(api, "v1", "Namespace", ns) is None, None), timeout_s=timeout_s, interval_s=poll_s
             )
+            if gone.ok:  # the admission policies last as long as anything in the namespace could use a Service
+                for api_version, kind, name in admission_kinds(f"{ROLE}-{settings.run_name}"):
+                    kube.delete(api, api_version, kind, name)
     except kube.K8sError as e:
         return False, f"namespace {ns}: {e}"
     said = f"namespace {ns}: " + ("deleted, then read back: absent" if gone.ok else "still terminating")

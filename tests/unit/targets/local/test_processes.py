@@ -346,3 +346,31 @@ def test_listening_sockets_are_read_with_their_address():
             s.close()
     rows = raylets.exposure_rows([dict(role="GCS", address="*"), dict(role="GCS", address="*")], token_auth=False)
     assert rows == [("GCS", "the network (every interface)", "OFF: anyone who reaches it runs code")]
+
+
+def test_a_dashboard_agents_metrics_port_is_said_to_ask_for_no_token(settings, spawn):
+    """Each agent writes its Prometheus exporter's port to <session dir>/metrics_export_port_<node id> (Ray 2.58): the
+    exposure table names that port as metrics, answered without a token, not as the agent's token-guarded ports."""
+    from raytrain_helpers.targets.local import cluster_state
+
+    root = cluster_state.temp_root(settings)
+    code = (
+        "import socket, sys, time\n"
+        "socks = [socket.socket() for _ in range(2)]\n"
+        "[s.bind(('127.0.0.1', 0)) or s.listen() for s in socks]\n"
+        "print(*[s.getsockname()[1] for s in socks], flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    metrics_port, agent_port = (int(x) for x in p.stdout.readline().split())
+    session = root / "worker-0" / "session_2026"
+    session.mkdir(parents=True)
+    (root / "worker-0" / "session_latest").symlink_to(session)
+    (session / ("metrics_export_port_" + "ab" * 28)).write_text(str(metrics_port))
+    assert cluster_state.metrics_export_ports(settings) == {metrics_port}
+    state = {"processes": [procs.record(procs.stat_fields(p.pid), procs.boot_id())], "shape": {}}
+    found = {r["port"]: r["role"] for r in cluster_state.listeners(state, cluster_state.metrics_export_ports(settings))}
+    assert found[metrics_port] == cluster_state.AGENT_METRICS and found[agent_port] != cluster_state.AGENT_METRICS
+    rows = raylets.exposure_rows([{"role": found[metrics_port], "address": "*"}], token_auth=True)
+    assert rows == [(cluster_state.AGENT_METRICS, "the network (every interface)", cluster_state.METRICS_ONLY)]
+    assert "no token" in cluster_state.METRICS_ONLY

@@ -1,0 +1,28 @@
+"""targets.aws.workshop.facilitator: an attendee's admission policies go in with their namespace, before their Role,
+and out only once the namespace is gone (Kubernetes API stand-in)."""
+
+from __future__ import annotations
+
+from raytrain_helpers.plan import workshop_admission, workshop_namespace
+from raytrain_helpers.targets.aws.workshop import facilitator
+from tests.fakes.k8s_standin import standin
+from tests.unit.plan.test_workshop_namespace import settings
+
+API = workshop_admission.API
+
+
+def test_the_policies_are_created_with_the_namespace_and_removed_after_it():
+    s = settings()
+    objs = workshop_namespace.namespace_objects(s, 8)
+    names = workshop_admission.admission_kinds(f"{workshop_namespace.ROLE}-{s.run_name}")
+    with standin("healthy", set_env=True, delay_s=0.05) as st:
+        done, said, uid = facilitator.create_namespace(s, objs)
+        assert done and uid, said
+        for _, kind, name in names:
+            plural = {"ValidatingAdmissionPolicy": "validatingadmissionpolicies"}.get(kind, kind.lower() + "s")
+            assert st.get(API, plural, name) is not None, (kind, name)
+        done, said = facilitator.remove_namespace(s, assume_yes=True, uid=uid, timeout_s=10, poll_s=0.05)
+        assert done, said
+        assert st.get("v1", "namespaces", s.kubernetes.namespace) is None
+        assert st.objects(API, "validatingadmissionpolicies") == []
+        assert st.objects(API, "validatingadmissionpolicybindings") == []
