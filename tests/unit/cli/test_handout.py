@@ -61,14 +61,15 @@ def test_handout_writes_one_validated_folder_per_attendee(tmp_path, clean_env):
 
     # a shared-cluster attendee gets a namespace with a GPU quota; an own-cluster attendee does not
     docs = list(yaml.safe_load_all((jose / "namespace.yaml").read_text()))
-    kinds = ["Namespace", "ResourceQuota", "LimitRange", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
-    assert [d["kind"] for d in docs] == kinds
+    admission = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3  # before the Role: no gap
+    kinds = ["Namespace", "ResourceQuota", "LimitRange", *admission, "Role", "RoleBinding", "ClusterRole"]
+    assert [d["kind"] for d in docs] == [*kinds, "ClusterRoleBinding"]
     # the quota holds the attendee's whole RayCluster: gpu_node_count worker pods x gpus_per_node GPUs each
     hard = docs[1]["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == str(s.aws.gpu_node_count * s.aws.gpus_per_node)
     assert {"requests.cpu", "limits.cpu", "requests.memory", "limits.memory"} <= set(hard)
     assert not (ann / "namespace.yaml").exists()
-    assert len(list(yaml.safe_load_all((out / "shared-cluster.yaml").read_text()))) == len(kinds)
+    assert len(list(yaml.safe_load_all((out / "shared-cluster.yaml").read_text()))) == len(kinds) + 1
     assert not [p for p in out.iterdir() if p.name.startswith(".handout-")], "staging folder left behind"
 
 

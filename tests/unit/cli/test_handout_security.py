@@ -169,7 +169,9 @@ def test_repeated_handouts_have_identities_of_their_own_and_teardown_removes_its
     def names(week: str) -> tuple[str, str, str]:
         docs = list(yaml.safe_load_all((tmp_path / week / "ann" / "namespace.yaml").read_text()))
         entry = json.loads((tmp_path / week / "ann" / "access-entry.json").read_text())
-        return docs[4]["subjects"][0]["name"], docs[5]["metadata"]["name"], entry["kubernetesGroups"][0]
+        binding = next(d for d in docs if d["kind"] == "RoleBinding")
+        role = next(d for d in docs if d["kind"] == "ClusterRole")
+        return binding["subjects"][0]["name"], role["metadata"]["name"], entry["kubernetesGroups"][0]
 
     w1, w2 = names("week1"), names("week2")
     assert w1[0] == w1[2] and w2[0] == w2[2], "the entry's group is the one the RoleBinding binds"
