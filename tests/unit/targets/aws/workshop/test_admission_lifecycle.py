@@ -14,14 +14,17 @@ API = workshop_admission.API
 def test_the_policies_are_created_with_the_namespace_and_removed_after_it():
     s = settings()
     objs = workshop_namespace.namespace_objects(s, 8)
-    names = workshop_admission.admission_kinds(f"{workshop_namespace.ROLE}-{s.run_name}")
+    names = [
+        (o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in facilitator.ADMISSION_KINDS
+    ]
+    assert len(names) == 6
     with standin("healthy", set_env=True, delay_s=0.05) as st:
         done, said, uid = facilitator.create_namespace(s, objs)
         assert done and uid, said
         for _, kind, name in names:
             plural = {"ValidatingAdmissionPolicy": "validatingadmissionpolicies"}.get(kind, kind.lower() + "s")
             assert st.get(API, plural, name) is not None, (kind, name)
-        done, said = facilitator.remove_namespace(s, assume_yes=True, uid=uid, timeout_s=10, poll_s=0.05)
+        done, said = facilitator.remove_namespace(s, assume_yes=True, uid=uid, objects=objs, timeout_s=10, poll_s=0.05)
         assert done, said
         assert st.get("v1", "namespaces", s.kubernetes.namespace) is None
         assert st.objects(API, "validatingadmissionpolicies") == []
