@@ -20,6 +20,7 @@ PHASE_COLORS = {
     "optimizer": "#7f7f7f",
 }
 _COMM = ("all-gather", "reduce-scatter")
+_PHASE_ABBR = {"forward": "fwd", "backward": "bwd", "optimizer": "step"}
 
 
 def _figure(width: float, height: float):
@@ -137,7 +138,10 @@ def memory_step(points: list[dict[str, Any]], *, title: str = "") -> Any:
     ax.stackplot(xs, ys, labels=kinds, step=None, alpha=0.85)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(
-        [f"{p['phase'][:3]} {p['module']}: {p['point']}" for p in points], rotation=70, ha="right", fontsize=7
+        [f"{_PHASE_ABBR.get(p['phase'], p['phase'])} {p['module']}: {p['point']}" for p in points],
+        rotation=70,
+        ha="right",
+        fontsize=7,
     )
     ax.set_ylabel("MiB on this rank")
     ax.legend(loc="upper right", fontsize=8)
@@ -147,16 +151,27 @@ def memory_step(points: list[dict[str, Any]], *, title: str = "") -> Any:
     return fig
 
 
-def loss_curve(series: dict[str, list[tuple[int, float]]], *, measures: str, title: str = "") -> Any:
+def loss_curve(
+    series: dict[str, list[tuple[int, float]]],
+    *,
+    measures: str,
+    title: str = "",
+    reference: tuple[float, str] | None = None,
+) -> Any:
     """Loss against step, one line per series (``name -> [(step, loss), ...]``); ``measures`` says what the loss
-    measures (the y label), so a benchmark's loss on random tokens is not read as learning."""
+    measures (the y label), so a benchmark's loss on random tokens is not read as learning. ``reference``: a value
+    and its name drawn as a dashed line (ln V: guessing uniformly), with the y axis reaching 0.5 either side."""
     fig, ax = _figure(7, 3.4)
+    if reference is not None:
+        ax.axhline(reference[0], color="black", linestyle="--", linewidth=1, label=reference[1])
+        values = [v for pts in series.values() for _, v in pts] + [reference[0]]
+        ax.set_ylim(min(min(values), reference[0] - 0.5) - 0.05, max(max(values), reference[0] + 0.5) + 0.05)
     for name, pts in series.items():
         if pts:
             ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o", markersize=3, label=name)
     ax.set_xlabel("step")
     ax.set_ylabel(measures, fontsize=8)
-    if len(series) > 1:
+    if len(series) > 1 or reference is not None:
         ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)

@@ -10,6 +10,8 @@ a :class:`~raytrain_helpers.present.pictures.Picture` (a notebook shows the PNG;
 
 from __future__ import annotations
 
+import math
+
 from ..clients.rayjobs import JobRun
 from ..core.loading import with_overrides
 from ..core.paths import run_dir
@@ -64,13 +66,17 @@ def loss(
     settings: Settings, jobs: dict[str, JobRun], *, measures: str, title: str, name: str = "loss"
 ) -> pictures.Picture:
     """The train loss per step (mean over ranks) of each job in ``jobs`` (label -> job), the y axis saying what it
-    ``measures``; saved as ``<name>.png`` in the run's folder."""
+    ``measures``, and ln V (the loss of guessing uniformly over the model's vocabulary) dashed; saved as
+    ``<name>.png`` in the run's folder."""
     series = {}
     for label, job in jobs.items():
         losses = job.metrics.get("losses") or [s["loss"] for s in job.steps]
         start = int(job.metrics.get("start_step") or 0)
         series[label] = [(start + 1 + i, float(v)) for i, v in enumerate(losses)]
-    fig = pictures.loss_curve(series, measures=measures, title=title)
+    cfgs = [job.job_config for job in jobs.values() if job.job_config is not None]
+    vocab = int(cfgs[0].model.get("vocab_size") or 0) if cfgs else 0
+    floor = (math.log(vocab), f"ln {vocab} = {math.log(vocab):.2f}: guessing uniformly") if vocab else None
+    fig = pictures.loss_curve(series, measures=measures, title=title, reference=floor)
     return pictures.Picture(fig, pictures.save_png(fig, run_dir(settings), name))
 
 
