@@ -79,4 +79,6 @@ def test_the_timeline_of_one_step_runs_forward_in_order_backward_in_reverse():
     full = "full weights (gathered)"
     gathered = [p["bytes"][full] for p in points if p["module"] == "layers.0"]
     assert gathered[0] > gathered[1], "a layer's full weights are freed after its forward"
-    assert points[-1]["bytes"]["optimizer state"] == 2 * points[-1]["bytes"]["sharded weights"], "AdamW: 2 moments"
+    after = points[-1]["bytes"]
+    # AdamW: two moments per weight, and a scalar step count per parameter tensor
+    assert 0 <= after["optimizer state"] - 2 * after["sharded weights"] < 1024, after
