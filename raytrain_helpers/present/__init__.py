@@ -14,6 +14,7 @@ identical ``text/plain``, a live loss view with a ``tqdm.auto`` bar, a settings 
 * :func:`show_nccl_lines`: the NCCL log lines the transport audit based its verdict on.
 * :func:`live_view`: ``update(metrics)`` / ``close()`` for the training step's progress.
 * :func:`settings_form`: edit the run's override file, validated by :mod:`core.config`.
+* :mod:`.pictures`: the pictures drawn from the learner's run (an FSDP step, the cluster, memory, losses).
 
 Modules: :mod:`.shown` (the output object, front-end detection), :mod:`.source`, :mod:`.manifest_view`,
 :mod:`.commands`, :mod:`.reports` (cost, criteria, NCCL lines), :mod:`.live`, :mod:`.form`. The notebooks reach

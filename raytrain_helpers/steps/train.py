@@ -54,6 +54,7 @@ def job_config(
     steps: int | None = None,
     warmup_steps: int = 0,
     final_checkpoint: bool = True,
+    profile_step: int = 0,
 ) -> JobConfig:
     """The job's config that its driver and every worker read (``job_config.json``), built from the settings: an
     unknown key or a value of the wrong type is a :class:`ConfigError` naming the key, before anything is submitted."""
@@ -90,6 +91,7 @@ def job_config(
         warmup_steps=warmup_steps,
         cpu_threads=1,
         final_checkpoint=final_checkpoint,
+        profile_step=profile_step,
     )
     try:  # checked as the job's driver will read it: a misspelt key or a value of the wrong type is named here
         return JobConfig.from_dict(values)
@@ -187,6 +189,7 @@ def submit(
     progress: rayjobs.Progress | None = None,
     final_checkpoint: bool = True,
     metrics: str | None = "train",
+    profile_step: int = 0,
 ) -> JobRun:
     """Submit (or attach to) the training job of ``run_name`` and follow it to the end.
 
@@ -198,7 +201,8 @@ def submit(
     calling it again follows the same job, or, once it has ended, records its results. A run already trained to
     ``steps`` is not submitted again: its finished job is returned (:func:`complete_run`), with ``already_complete``
     set. ``metrics``: while the job is followed, Ray's node metrics are recorded in ``runs/<run_name>/metrics/
-    <metrics>.jsonl`` (:func:`.observe.recording`); None records none."""
+    <metrics>.jsonl`` (:func:`.observe.recording`); None records none. ``profile_step``: that step runs under
+    ``torch.profiler`` on every rank (``worker/step_trace.py``)."""
     run_name = run_name or settings.run_name
     if not hasattr(progress, "update"):  # a bare True/False from older callers: plain step lines
         progress = None
@@ -211,7 +215,12 @@ def submit(
                 print(f"a job of run {run_name!r} is already running: following {sid}")
         else:
             cfg = job_config(
-                settings, run_name=run_name, steps=steps, warmup_steps=warmup_steps, final_checkpoint=final_checkpoint
+                settings,
+                run_name=run_name,
+                steps=steps,
+                warmup_steps=warmup_steps,
+                final_checkpoint=final_checkpoint,
+                profile_step=profile_step,
             )
             # without a final checkpoint a new job starts from the last periodic one and trains again
             done = complete_run(settings, client, run_name, cfg.steps, quiet=quiet) if final_checkpoint else None
@@ -401,11 +410,12 @@ def plot_loss(run: JobRun, ax=None):
         ax.plot([e[0] for e in evals], [e[1] for e in evals], marker="s", linestyle="--", label="eval (held out)")
         ax.legend()
     ax.set_xlabel("step")
-    ax.set_ylabel("loss (mean over ranks)")
     cfg = run.job_config
     run_name = (cfg.run_name if cfg else None) or run.result.get("run_name") or ""
     data = run.metrics.get("data") or (cfg.data if cfg else None) or "random"
-    ax.set_title(f"run {run_name}: {Path(str(data)).name} data")
+    ax.set_ylabel("cross-entropy per token\n(mean over ranks)")
+    what = "training loss, random tokens: nothing to learn" if data == "random" else "training loss of the fine-tune"
+    ax.set_title(f"run {run_name}: {what} ({Path(str(data)).name} data)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

@@ -165,6 +165,8 @@ class JobConfig(TypedConfig):
     """Steps left out of the throughput figures (the first steps compile and warm the caches)."""
     cpu_threads: int = 1
     """torch threads of a CPU worker (several workers share a machine's cores)."""
+    profile_step: int = 0
+    """Record this step with ``torch.profiler`` on every rank (its FSDP spans ride in the result); 0 = none."""
 
     #: what the error messages call it
     WHAT: ClassVar[str] = "job config"

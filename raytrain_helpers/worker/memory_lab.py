@@ -42,6 +42,67 @@ def measure(
 
     ``shard(model, mixed_precision=False)`` prepares the freshly built model, as the job's ``shard_model`` does."""
     import torch
+
+    tracker = _tracked_step(shard, model_cfg or LAB_MODEL, batch_size, seq_len)
+    return by_kind(tracker.get_tracker_snapshot("peak")[torch.device("cpu")])
+
+
+#: The points of a step :func:`timeline` reports, per FSDP module, in the tracker's ``_FSDPModState`` values: after
+#: the module's weights were gathered for forward, after its forward (weights freed again), after they were gathered
+#: for backward, after its gradients were reduce-scattered.
+FORWARD_POINTS = (("After Pre-Forward", "gathered"), ("After Post-Forward", "forward done"))
+BACKWARD_POINTS = (("After Pre-Backward", "gathered"), ("After Post-Backward", "reduced"))
+
+
+def timeline(
+    shard: Callable[..., Any], *, model_cfg: dict[str, Any] | None = None, batch_size: int = 2, seq_len: int = 256
+) -> list[dict[str, Any]]:
+    """Memory through one training step, as ``[{"phase", "module", "point", "bytes": {kind: bytes, "total"}}]``:
+    forward through the modules in order (the root first and last), backward in reverse, then after AdamW's step.
+
+    The tracker snapshots each FSDP module before and after FSDP's own hooks (``FSDPMemTracker``'s
+    ``_FSDPModState``); the points in :data:`FORWARD_POINTS` and :data:`BACKWARD_POINTS` are kept."""
+    import torch
+
+    cpu = torch.device("cpu")
+    tracker = _tracked_step(shard, model_cfg or LAB_MODEL, batch_size, seq_len)
+    mods = [st for st in tracker.memory_tracking.values() if any(st.snapshots.values())]
+    root, layers = mods[0], mods[1:]  # the root registers first: its pre-forward runs before every layer's
+    out: list[dict[str, Any]] = []
+
+    def add(phase: str, st: Any, points: tuple, last: bool = False) -> None:
+        for state, what in points:
+            snaps = [v for k, v in st.snapshots.items() if getattr(k, "value", str(k)) == state]
+            if snaps and snaps[0]:
+                name = ".".join(st.mod_fqn.split(".")[-2:]) if st is not root else "root"
+                out.append(dict(phase=phase, module=name, point=what, bytes=by_kind(snaps[0][-1 if last else 0][cpu])))
+
+    add("forward", root, FORWARD_POINTS[:1])
+    for st in layers:
+        add("forward", st, FORWARD_POINTS)
+    add("forward", root, FORWARD_POINTS[1:])
+    add("backward", root, BACKWARD_POINTS[:1])
+    for st in reversed(layers):
+        add("backward", st, BACKWARD_POINTS)
+    add("backward", root, BACKWARD_POINTS[1:])
+    out.append(dict(phase="optimizer", module="all", point="after AdamW", bytes=tracker.after_step))
+    return out
+
+
+def by_kind(snapshot: dict[Any, int]) -> dict[str, int]:
+    """A tracker snapshot (``_FSDPRefType`` -> bytes) as :data:`KINDS`' names and ``"total"``."""
+    out = {name: 0 for name in KINDS.values()}
+    for kind, size in snapshot.items():
+        name = KINDS.get(getattr(kind, "name", str(kind)))
+        if name is not None:
+            out[name] += int(size)
+    out["total"] = int(snapshot.get("Total", sum(out.values())))
+    return out
+
+
+def _tracked_step(shard: Callable[..., Any], model_cfg: dict[str, Any], batch_size: int, seq_len: int) -> Any:
+    """One forward, backward and AdamW step under ``FSDPMemTracker``; the tracker, with ``after_step`` (by kind)."""
+    import torch
     import torch.distributed as dist
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
@@ -52,7 +113,7 @@ def measure(
     torch.set_num_threads(1)  # as the job's CPU workers run (cpu_threads); a fraction of a second per step
     try:
         torch.manual_seed(0)
-        model = model_mod.build_random(model_cfg or LAB_MODEL, torch.device("cpu"))
+        model = model_mod.build_random(model_cfg, torch.device("cpu"))
         shard(model, mixed_precision=False)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         seeded = torch.Generator().manual_seed(0)
@@ -62,16 +123,10 @@ def measure(
         with tracker:
             kernels.causal_lm_loss(model, ids).backward()
             optimizer.step()
+            tracker.after_step = by_kind(tracker.get_tracker_snapshot()[torch.device("cpu")])
             optimizer.zero_grad(set_to_none=True)
-        peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]
     finally:
         torch.set_num_threads(threads)
         if ours:
             dist.destroy_process_group()
-    out = {name: 0 for name in KINDS.values()}
-    for kind, size in peak.items():
-        name = KINDS.get(getattr(kind, "name", str(kind)))
-        if name is not None:
-            out[name] += int(size)
-    out["total"] = int(peak.get("Total", sum(out.values())))
-    return out
+    return tracker

@@ -88,6 +88,7 @@ class TrainLog:
         self.digests: list[str] = []
         self.evals: list[tuple[int, float]] = []
         self.last_metrics: dict[str, Any] = {}
+        self.step_trace: dict[str, Any] | None = None
         self.state_bytes: dict[str, int] | None = None
         self.resumed_from: int | None = None
 
@@ -99,6 +100,11 @@ class TrainLog:
             torch.cuda.reset_peak_memory_stats(self.me.device)
         if start_step == 0 and start_step < self.cfg.steps:
             self.evaluate(model, 0)
+
+    def keep_trace(self, trace: dict[str, Any]) -> None:
+        """The profiled step's spans (``worker/step_trace.py``), when this step was the one profiled."""
+        if trace:
+            self.step_trace = trace
 
     def measure_state(self, model, optimizer) -> None:
         """Once, after the first optimizer step (parameters, gradients and optimizer states all exist)."""
@@ -221,6 +227,7 @@ class TrainLog:
             state_bytes=self.state_bytes or local_state_bytes(model, optimizer),
             loss_finite=all(math.isfinite(x) for x in self.losses),
             kernels=getattr(model, "raytrain_kernels", "none"),
+            step_trace=self.step_trace,
             mfu=kernels.mfu(
                 model.config.to_dict(),
                 cfg.seq_len,

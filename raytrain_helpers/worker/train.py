@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from . import data as data_mod
-from . import kernels
+from . import kernels, step_trace
 from . import model as model_mod
 from .job_config import JobConfig
 from .progress import Rank, TrainLog
@@ -66,11 +66,13 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         ids = reader.next()
-        # forward: FSDP all-gathers each layer's weights just before it runs, frees them after
-        loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True))
-        # backward: each layer gathered again, its gradients reduce-scattered (each rank keeps a shard)
-        loss.backward()
-        optimizer.step()  # AdamW on this rank's shards
+        with step_trace.profiled(step == cfg.profile_step, me.rank) as trace:  # train.profile_step only
+            # forward: FSDP all-gathers each layer's weights just before it runs, frees them after
+            loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True))
+            # backward: each layer gathered again, its gradients reduce-scattered (each rank keeps a shard)
+            loss.backward()
+            optimizer.step()  # AdamW on this rank's shards
+        log.keep_trace(trace)  # the profiled step's spans ride in the summary (every rank's)
         log.measure_state(model, optimizer)  # once: parameters, gradients, optimizer states all exist
         optimizer.zero_grad(set_to_none=True)  # freed, not zeroed: no memset per parameter
         mean_loss = loss.detach().float()

@@ -83,3 +83,27 @@ def test_the_check_fails_on_a_page_too_narrow_for_its_code(site, tmp_path):
         finally:
             browser.close()
     assert found, "a 700-px window should make some code scroll"
+
+
+#: Each picture of the page: whether the browser decoded it, and its size as drawn and as decoded.
+PICTURES = """() => Array.from(document.querySelectorAll('article img')).map(
+  img => ({src: img.getAttribute('src'), complete: img.complete, natural: img.naturalWidth, shown: img.clientWidth}))"""
+
+
+def test_the_pictures_drawn_from_a_local_run_are_rendered(site):
+    """docs/what-runs-where.md shows one FSDP step and the cluster, drawn by the package from a real local run:
+    each is decoded (naturalWidth > 0) and drawn on the page with a width."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto((site / "docs/what-runs-where.html").as_uri(), wait_until="load")
+            imgs = page.evaluate(PICTURES)
+        finally:
+            browser.close()
+    shown = {i["src"].rsplit("/", 1)[-1]: i for i in imgs}
+    for name in ("fsdp_step_local.png", "cluster_local.png"):
+        assert name in shown, f"{name} is not on the page: {imgs}"
+        assert shown[name]["complete"] and shown[name]["natural"] > 0 and shown[name]["shown"] > 200, shown[name]

@@ -63,3 +63,22 @@ def test_activation_checkpointing_frees_the_activations():
     table = rows(run_cell(exercise_blocks()["Exercise 5: activation checkpointing"]))
     assert table["activations"][1] < table["activations"][0] / 10, table
     assert table["peak (all kinds)"][1] < table["peak (all kinds)"][0] / 2, table
+
+
+def test_the_timeline_of_one_step_runs_forward_in_order_backward_in_reverse():
+    """memory_lab.timeline: the points 05's memory picture stacks, from a real step of the lab model."""
+    from raytrain_helpers.worker import memory_lab
+    from raytrain_helpers.worker.model import shard_model
+
+    points = memory_lab.timeline(shard_model, seq_len=64)
+    names = [(p["phase"], p["module"], p["point"]) for p in points]
+    layers = [f"layers.{i}" for i in range(memory_lab.LAB_MODEL["num_hidden_layers"])]
+    assert names[0] == ("forward", "root", "gathered") and names[-1] == ("optimizer", "all", "after AdamW")
+    assert [m for ph, m, pt in names if ph == "forward" and pt == "gathered"][1:] == layers
+    assert [m for ph, m, pt in names if ph == "backward" and pt == "reduced"][:-1] == layers[::-1]
+    full = "full weights (gathered)"
+    gathered = [p["bytes"][full] for p in points if p["module"] == "layers.0"]
+    assert gathered[0] > gathered[1], "a layer's full weights are freed after its forward"
+    after = points[-1]["bytes"]
+    # AdamW: two moments per weight, and a scalar step count per parameter tensor
+    assert 0 <= after["optimizer state"] - 2 * after["sharded weights"] < 1024, after
