@@ -54,7 +54,8 @@ from typing import Any
 from ...clients import aws as aws_client
 from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
-from ...plan import learner_policy
+from ...core.validation import ConfigError
+from ...plan import iam, learner_policy
 from ..base import PreflightResult, Requirement
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
@@ -376,10 +377,7 @@ def permissions_row(settings: Settings, sess) -> Requirement:
     if not source:
         return Requirement(what, f"could not check for {ident.arn}", needed, "unknown", fix, required=False)
     try:
-        iam_api = aws_client.client(sess, "iam", region)
-        results = aws_client.pages(
-            iam_api, "simulate_principal_policy", "EvaluationResults", PolicySourceArn=source, ActionNames=wanted
-        )
+        results = _simulate(settings, aws_client.client(sess, "iam", region), source, ident.account, wanted)
     except aws_client.call_errors() as e:
         found = f"could not check: iam:SimulatePrincipalPolicy answered {aws_client.err_code(e)}"
         return Requirement(what, found, needed, "unknown", f"allow iam:SimulatePrincipalPolicy to see; {fix}", False)
@@ -388,6 +386,33 @@ def permissions_row(settings: Settings, sess) -> Requirement:
         return Requirement(what, f"all {len(wanted)} allowed for {source}", needed, "ok", required=False)
     found = f"{len(denied)} of {len(wanted)} not allowed for {source}: {', '.join(denied)}"
     return Requirement(what, found, needed, "FAILED", fix, required=False)
+
+
+def _simulate(settings: Settings, iam_api, source: str, account: str, wanted: list[str]) -> list[dict]:
+    """The simulation's results: the actions allowed on any resource asked about '*', each scoped action
+    (``learner_policy.SCOPES``) about the tutorial's own resource, with the context its request carries."""
+    a = settings.aws
+    try:
+        bucket = iam.storage_location(settings, account).bucket
+    except ConfigError:  # a storage setting 02 refuses with its own message: ask about the derived bucket
+        bucket = iam.derived_bucket_name(a.cluster_name, account, a.region)
+    names = {"cluster": a.cluster_name, "role": iam.role_name(settings), "bucket": bucket}
+    by_arn: dict[str, list[str]] = {}
+    for action in wanted:
+        arn = learner_policy.scoped_resource(action, **names, account=account, region=a.region)
+        by_arn.setdefault(arn, []).append(action)
+    results = []
+    for arn, actions in by_arn.items():
+        extra = (
+            {}
+            if arn == "*"
+            else {"ResourceArns": [arn], "ContextEntries": learner_policy.simulation_context(a.cluster_name)}
+        )
+        results += aws_client.pages(
+            iam_api, "simulate_principal_policy", "EvaluationResults", PolicySourceArn=source, ActionNames=actions,
+            **extra,
+        )  # fmt: skip
+    return results
 
 
 def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
