@@ -36,6 +36,9 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
   "can this account ever run these node groups here", so it stays true while the tutorial's own nodes run.
+* **Helm charts** (with credentials, once helm is usable): each chart of :mod:`raytrain_helpers.plan.charts`
+  resolved at its pinned version in its repository (``helm show chart CHART --repo URL --version V``), one row
+  each, so a version the repository does not publish stops 02 before anything bills, not 03 after.
 * **IAM permissions**: which actions of the learner policy (:mod:`raytrain_helpers.plan.learner_policy`,
   ``docs/iam/learner-policy.json``) this identity cannot perform, from ``iam:SimulatePrincipalPolicy`` (no side
   effects); "could not check" when that is denied or the caller is not a role or user. It never blocks.
@@ -52,10 +55,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
+from ...clients import helm as helm_client
+from ...clients.kubernetes import K8sError
 from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
 from ...core.validation import ConfigError
-from ...plan import iam, learner_policy
+from ...plan import charts, iam, learner_policy
 from ..base import PreflightResult, Requirement
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
@@ -219,6 +224,31 @@ def helm_row() -> Requirement:
         return _unreadable("helm", path, said, needed, HELM_FIX)
     ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
     return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX)
+
+
+def chart_rows(settings: Settings) -> list[Requirement]:
+    """One row per Helm chart the aws path installs (plan.charts): helm resolves it at its pinned version in its
+    repository (``helm show chart CHART --repo URL --version V``), before anything bills."""
+    rows = []
+    for pin in charts.CHARTS:
+        version = pin.version(settings)
+        what, needed = f"Helm chart {pin.chart}", f"{version} in {pin.repo}"
+        fix = (
+            f"set versions.{pin.version_field} to a version {pin.repo} publishes (`helm search repo` after "
+            f"`helm repo add`; docs/pins.md), and versions.{pin.digest_field} to its digest; or check the network"
+        )
+        try:
+            meta = helm_client.show_chart(pin.chart, pin.repo, version)
+        except (K8sError, OSError, subprocess.SubprocessError) as e:
+            rows.append(Requirement(what, f"not resolved: {str(e)[-300:]}", needed, "FAILED", fix))
+            continue
+        if meta.get("name") != pin.chart or str(meta.get("version")) != version:
+            found = f"helm resolved {meta.get('name')} {meta.get('version')}"
+            rows.append(Requirement(what, found, needed, "FAILED", fix))
+            continue
+        pinned = f"sha256 {pin.digest(settings)[:12]}... pinned" if pin.digest(settings) else "digest from the index"
+        rows.append(Requirement(what, f"{version} resolved ({pinned})", needed, "ok"))
+    return rows
 
 
 def kubectl_row(k8s_version: str) -> Requirement:
@@ -420,7 +450,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     rows that ask AWS: the vCPU quota and the IAM permissions."""
     auth, calls_aws_cli = authenticator_row()
     rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
-    rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
+    helm = helm_row()
+    rows += [eksctl_row(), helm, kubectl_row(settings.aws.k8s_version)]
     cred, sess = credentials_row(settings)
     rows.append(cred)
     if sess is not None:
@@ -428,6 +459,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
+    if quota and helm.status == "ok":
+        rows += chart_rows(settings)
     return PreflightResult(target="aws", rows=rows)
 
 
@@ -458,6 +491,7 @@ __all__ = [
     "AWS_CLI_V2_MIN",
     "PreflightError",
     "aws_cli_row",
+    "chart_rows",
     "credentials_row",
     "eksctl_row",
     "helm_row",

@@ -1809,6 +1809,7 @@ class StandIn:
 
                 bin_dir = fake_helm.install(Path(self._workdir) / "bin")
                 os.environ["PATH"] = f"{bin_dir}{os.pathsep}{self._old_path}"
+                self._unpin = fake_helm.pin_fake_archives()  # the fake's archives are not the publishers'
         return self
 
     def write_kubeconfig(self, path: str | os.PathLike) -> str:
@@ -1836,6 +1837,9 @@ class StandIn:
             else:
                 os.environ["KUBECONFIG"] = self._old_env
             os.environ["PATH"] = self._old_path
+            if getattr(self, "_unpin", None):
+                self._unpin()
+                self._unpin = None
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -17,6 +17,7 @@ from typing import Any
 from ....clients import helm
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
+from ....plan import charts
 from ....plan.kube_objects import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -285,15 +286,17 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
     replaced = owners.replace_eksctl_efa(client, log=log)
     values = helm_values(settings)
     for key, chart, version_field in CHARTS:
-        version = getattr(settings.versions, version_field)
+        version, pin = getattr(settings.versions, version_field), charts.BY_NAME[chart["chart"]]
         helm.upgrade_install(
             client,
             release=chart["release"],
             chart=chart["chart"],
             repo=chart["repo"],
             version=version,
+            digest=pin.digest(settings),
             namespace=NAMESPACE,
             values=values[key],
+            digest_fix=charts.digest_fix(pin),
         )
         log(f"helm: {chart['chart']} {version} installed in {NAMESPACE} as release {chart['release']}")
     versions = settings.versions

@@ -92,7 +92,11 @@ def tools(tmp_path, monkeypatch):
         for key, text in outputs.items():
             exe = bin_dir / names[key]
             (tmp_path / f"{key}.out").write_text(text + "\n")
-            exe.write_text(f"#!/bin/sh\nexec {cat} '{tmp_path / f'{key}.out'}'\n")
+            script = f"exec {cat} '{tmp_path / f'{key}.out'}'\n"
+            if key == "helm":  # `helm version` says the text; the rest is the fake helm (show chart, pull...)
+                fake = REPO / "tests" / "fakes" / "helm.py"
+                script = f'if [ "$1" = version ]; then {script}fi\nexec "{sys.executable}" "{fake}" "$@"\n'
+            exe.write_text(f"#!/bin/sh\n{script}")
             exe.chmod(0o755)
 
     return write
@@ -361,3 +365,18 @@ def test_a_denied_simulation_is_could_not_check_not_a_failure(monkeypatch):
 def test_the_root_user_is_not_simulated(monkeypatch):
     root = _simulated(monkeypatch, "arn:aws:iam::123456789012:root", lambda stub, wanted: None)
     assert root.status == "unknown" and root.found.startswith("could not check for arn:aws:iam::123456789012:root")
+
+
+def test_each_helm_chart_is_resolved_at_its_pinned_version_before_anything_bills(tools, tmp_path, mocked_aws):
+    """`helm show chart CHART --repo URL --version V` for the three charts: one row each; a version the
+    repository does not publish is a blocking row naming the setting to change."""
+    tools(aws=AWS_V2, eksctl="0.230.0", helm="v3.16.3+gcfd0749", kubectl=kubectl_json("v1.34.1"))
+    by = {r.what: r for r in pf.preflight(make_settings(tmp_path, k8s_version="1.33")).rows}
+    assert by["Helm chart kuberay-operator"].found == "1.7.0 resolved (digest from the index)"
+    assert by["Helm chart nvidia-device-plugin"].found.startswith("0.20.0 resolved (sha256 9e5642bcdd38")
+    assert by["Helm chart aws-efa-k8s-device-plugin"].status == "ok"
+    res = pf.preflight(make_settings(tmp_path, k8s_version="1.33", efa_device_plugin_version="v0.5.99"))
+    row = {r.what: r for r in res.rows}["Helm chart aws-efa-k8s-device-plugin"]
+    assert row.status == "FAILED" and row.blocks and not res.ok
+    assert 'chart "aws-efa-k8s-device-plugin" matching v0.5.99 not found' in row.found
+    assert "versions.efa_device_plugin_version" in row.fix and "versions.efa_device_plugin_chart_digest" in row.fix
