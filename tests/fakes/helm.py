@@ -150,7 +150,17 @@ def _nvidia(release: str, ns: str, version: str, values: dict) -> list[dict]:
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
             ],
         ),
-        "containers": [{"name": "nvidia-device-plugin-ctr", "image": f"nvcr.io/nvidia/k8s-device-plugin:v{version}"}],
+        "containers": [
+            {
+                "name": "nvidia-device-plugin-ctr",
+                "image": f"nvcr.io/nvidia/k8s-device-plugin:v{version}",
+                # templates/daemonset-device-plugin.yml sets both in the plugin's container
+                "env": [
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                ],
+            }
+        ],
     }
     affinity = values.get("affinity", default_affinity)  # `affinity: null` removes the chart's default
     if affinity:

@@ -32,7 +32,7 @@ from ....plan.kube_objects import (
 )
 from ....plan.plugins import CHARTS, NAMESPACE, helm_values
 from ...base import PluginsResult
-from . import owners
+from . import driver, owners
 
 #: (key, title, the resource it advertises) of both plugins.
 PLUGINS = (("nvidia", "NVIDIA device plugin", GPU_RESOURCE), ("efa", "EFA device plugin", EFA_RESOURCE))
@@ -402,6 +402,10 @@ def devices(
             )
             found = find_daemonsets(api)
             served, problems = serving(api, settings, nodes, found)
+            drivers: list[str] = []
+            if waited.ok and not hopeless and not problems:  # the plugins serve every GPU node: read its driver
+                _, low, drivers = driver.read_drivers(api, settings, gpu_nodes(nodes, settings))
+                problems += low
             ok = waited.ok and not hopeless and not problems
             elapsed = time.monotonic() - t0
             diagnosis = problems + ([] if waited.ok and not hopeless else diagnose(api, settings, nodes))
@@ -416,7 +420,7 @@ def devices(
         install_method=method,
         daemonsets=all_rows(found),
         serving=served,
-        notes=_why_notes(settings, found, replaced),
+        notes=_why_notes(settings, found, replaced) + drivers,
         diagnosis=diagnosis,
         elapsed_s=elapsed,
     )

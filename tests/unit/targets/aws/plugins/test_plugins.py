@@ -292,3 +292,26 @@ def test_a_wrong_pinned_digest_refuses_the_install(tmp_path, monkeypatch):
         assert st.objects("apps/v1", "daemonsets", "kube-system") == []
     assert not r.ok and f"expected {'ab' * 32} (pinned)" in r.message
     assert [c["args"][0] for c in helm_calls(log)] == ["pull"]
+
+
+def test_each_gpu_nodes_driver_is_read_and_03_stops_below_580(tmp_path, monkeypatch):
+    """nvidia-smi in the NVIDIA device plugin's container on each GPU node (no pod created, no GPU taken): 580+
+    passes and is named in the notes; a node below 580 stops 03 with the AMI fix."""
+    from raytrain_helpers.targets.aws.plugins import driver
+
+    fake_helm(tmp_path, monkeypatch)
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05) as st:
+        r = plugins.devices(s, **FAST)
+        gpu = sorted(n for n, hw in st.cluster.hw.items() if hw["gpus"])
+        smi = [argv for _, argv in st.cluster.exec_log if argv[:1] == ["nvidia-smi"]]
+    assert r.ok, (r.message, r.diagnosis)
+    assert len(smi) == len(gpu) == 2 and smi[0] == driver.QUERY
+    assert any(n.startswith("NVIDIA driver: ") and f"{gpu[0]} 580.95.05" in n for n in r.notes), r.notes
+    old = {gpu[0]: "580.95.05", gpu[1]: "570.172.08"}
+    with standin("healthy", set_env=True, delay_s=0.05, nvidia_driver=old):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    text = r.message + "\n".join(r.diagnosis)
+    assert f"node {gpu[1]} runs NVIDIA driver 570.172.08" in text and "branch 580 or later" in text
+    assert "eksctl upgrade nodegroup --cluster raytrain-tutorial" in text and gpu[0] + " runs" not in text
