@@ -32,7 +32,7 @@ from ....plan.kube_objects import (
 )
 from ....plan.plugins import CHARTS, NAMESPACE, helm_values
 from ...base import PluginsResult
-from . import driver, owners
+from . import driver, owners, prepull
 
 #: (key, title, the resource it advertises) of both plugins.
 PLUGINS = (("nvidia", "NVIDIA device plugin", GPU_RESOURCE), ("efa", "EFA device plugin", EFA_RESOURCE))
@@ -393,6 +393,7 @@ def devices(
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
+            pulling = prepull.start(api, settings, log=log)  # the GPU nodes pull the Ray image while 03 and 04 run
             method, replaced = install(api, settings, log=log)
             probe = _AllocatableProbe(api, settings, log, t0)
             waited = kube.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s)
@@ -420,7 +421,7 @@ def devices(
         install_method=method,
         daemonsets=all_rows(found),
         serving=served,
-        notes=_why_notes(settings, found, replaced) + drivers,
+        notes=_why_notes(settings, found, replaced) + drivers + [pulling],
         diagnosis=diagnosis,
         elapsed_s=elapsed,
     )
