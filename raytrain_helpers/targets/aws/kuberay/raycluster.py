@@ -389,6 +389,7 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
     for policy in NETWORK_POLICIES:
         if is_part_of_tutorial(kube.get(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)):
             kube.delete(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)
+    image_prepull.stop(client, settings)
     uninstall_operator(client, log)
     if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
         kube.delete(client, "v1", "Namespace", namespace)

@@ -51,4 +51,12 @@ def finish(client, settings: Settings, pods: list[dict], *, log=print) -> dict[s
     return times
 
 
-__all__ = ["finish", "start"]
+def stop(client, settings: Settings) -> bool:
+    """Delete the tutorial's pre-pull DaemonSet if it is still there (08, or 04 never got its pods running)."""
+    ns, name = settings.kubernetes.namespace, prepull.NAME
+    if not _ours(kube.get(client, "apps/v1", "DaemonSet", name, ns)):
+        return False
+    return kube.delete(client, "apps/v1", "DaemonSet", name, ns)
+
+
+__all__ = ["finish", "start", "stop"]

@@ -61,3 +61,14 @@ def test_a_daemonset_of_that_name_not_the_tutorials_is_left_alone(tmp_path, monk
         kept = st.get("apps/v1", "daemonsets", prepull.NAME, ns)
     assert any("is not the tutorial's: left alone" in n for n in r3.notes), r3.notes
     assert kept["spec"]["template"]["spec"]["containers"][0]["image"] == "public.ecr.aws/someone/else:1"
+
+
+def test_teardown_deletes_a_pre_pull_daemonset_04_did_not(tmp_path, monkeypatch):
+    fake_helm(tmp_path, monkeypatch)
+    s = aws_settings()
+    ns = s.kubernetes.namespace
+    preload = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, prepull.render_prepull(s)]
+    with standin("healthy", set_env=True, delay_s=0.05, preload=preload) as st:
+        assert st.get("apps/v1", "daemonsets", prepull.NAME, ns) is not None
+        kuberay.teardown(s, assume_yes=True, **FAST)
+        assert st.get("apps/v1", "daemonsets", prepull.NAME, ns) is None
