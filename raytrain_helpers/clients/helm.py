@@ -1,10 +1,12 @@
-"""Helm: ``upgrade --install`` of a pinned chart version and ``uninstall``, always against the kubeconfig context and
+"""Helm: ``upgrade --install`` of a pinned chart version (from its archive, checked against its sha256 first) and
+``uninstall``, always against the kubeconfig context and
 file the Kubernetes client of :mod:`.kubernetes` uses. The aws path installs its device plugins and the KubeRay
 operator only this way, so helm must be on PATH there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -50,6 +52,62 @@ def run_helm(args: list[str], *, timeout_s: float = 600) -> subprocess.Completed
     return proc
 
 
+class ChartDigestError(K8sError):
+    """A chart archive whose sha256 is not the one expected: it was not installed."""
+
+
+def show_chart(chart: str, repo: str, version: str, *, timeout_s: float = 120) -> dict[str, Any]:
+    """``helm show chart CHART --repo REPO --version V``: the chart's ``Chart.yaml`` as helm resolves it from the
+    repository's index (helm/helm v3.21.4 ``cmd/helm/show.go``); K8sError with helm's message when it cannot."""
+    out = run_helm(["show", "chart", chart, "--repo", repo, "--version", version], timeout_s=timeout_s).stdout
+    doc = yaml.safe_load(out or "")
+    return doc if isinstance(doc, dict) else {}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def index_digest(chart: str, repo: str, version: str, folder: Path, *, timeout_s: float = 120) -> str:
+    """The ``digest`` of ``chart`` ``version`` in the repository's index, as helm downloads it (``helm repo add``
+    into a repository config and cache of their own, so the learner's are untouched; the index lands in
+    ``<cache>/<name>-index.yaml``: helm/helm v3.21.4 ``pkg/helmpath/home.go`` ``CacheIndexFile``)."""
+    name, cache = "raytrain-verify", folder / "cache"
+    run_helm(
+        ["repo", "add", name, repo, "--repository-config", str(folder / "repositories.yaml"),
+         "--repository-cache", str(cache)],
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    index = yaml.safe_load((cache / f"{name}-index.yaml").read_text()) or {}
+    for entry in (index.get("entries") or {}).get(chart) or []:
+        if str(entry.get("version")) == version and entry.get("digest"):
+            return str(entry["digest"]).lower()
+    raise K8sError(f"{repo} index has no digest for {chart} {version}: the chart was not installed")
+
+
+def verified_archive(chart: str, repo: str, version: str, digest: str, folder: Path, *, fix: str = "") -> Path:
+    """``helm pull`` of the chart version into ``folder``, its sha256 compared with ``digest`` ('' = the
+    repository index's, :func:`index_digest`); :class:`ChartDigestError` when they differ. Returns the archive."""
+    expected = digest or index_digest(chart, repo, version, folder / "index")
+    dest = folder / "pulled"
+    dest.mkdir(parents=True, exist_ok=True)
+    run_helm(["pull", chart, "--repo", repo, "--version", version, "--destination", str(dest)])
+    archives = sorted(dest.glob("*.tgz"))  # helm names it after the URL in the index (chart_downloader.go)
+    if len(archives) != 1:
+        raise K8sError(f"helm pull {chart} {version} left {len(archives)} archives in {dest}, expected one")
+    actual = sha256_of(archives[0])
+    if actual != expected:
+        raise ChartDigestError(
+            f"chart {chart} {version} from {repo}: the archive's sha256 is {actual}, expected {expected} "
+            f"({'pinned' if digest else 'the index'}); it was not installed. Fix: {fix or 'check the repository'}"
+        )
+    return archives[0]
+
+
 def upgrade_install(
     client,
     *,
@@ -57,16 +115,20 @@ def upgrade_install(
     chart: str,
     repo: str,
     version: str,
+    digest: str,
     namespace: str,
     values: dict[str, Any],
     create_namespace: bool = False,
     timeout_s: float = 600,
+    digest_fix: str = "",
 ) -> subprocess.CompletedProcess:
-    """``helm upgrade --install`` of one pinned chart version with these values (idempotent)."""
+    """``helm upgrade --install`` of one pinned chart version with these values (idempotent), from the archive
+    :func:`verified_archive` checked against ``digest`` (nothing is installed when it differs)."""
     with tempfile.TemporaryDirectory() as folder:
+        archive = verified_archive(chart, repo, version, digest, Path(folder), fix=digest_fix)
         values_file = Path(folder) / "values.yaml"
         values_file.write_text(yaml.safe_dump(values, sort_keys=False))
-        args = ["upgrade", "--install", release, chart, "--repo", repo, "--version", version, "--namespace", namespace]
+        args = ["upgrade", "--install", release, str(archive), "--namespace", namespace]
         if create_namespace:
             args.append("--create-namespace")
         return run_helm([*args, "-f", str(values_file), *kube_args(client)], timeout_s=timeout_s)
@@ -77,4 +139,15 @@ def uninstall(client, release: str, namespace: str, *, timeout_s: float = 600) -
     return run_helm(["uninstall", release, "--namespace", namespace, *kube_args(client)], timeout_s=timeout_s)
 
 
-__all__ = ["executable", "kube_args", "run_helm", "uninstall", "upgrade_install"]
+__all__ = [
+    "ChartDigestError",
+    "executable",
+    "index_digest",
+    "kube_args",
+    "run_helm",
+    "sha256_of",
+    "show_chart",
+    "uninstall",
+    "upgrade_install",
+    "verified_archive",
+]

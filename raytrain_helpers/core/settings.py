@@ -36,6 +36,16 @@ class VersionSettings(SettingsGroup):
     # v0.5.30: the newest chart in eks-charts' published index that could be read on 2026-12-04 (docs/pins.md)
     efa_device_plugin_version: str = "v0.5.30"
     """EFA device plugin Helm chart version, with the leading `v` as the chart tags it (e.g. `v0.5.30`)."""
+    # The sha256 of each chart's archive, checked before it is installed; the defaults are the `digest` of the
+    # pinned version in the publisher's index (docs/pins.md says where each was read)
+    kuberay_chart_digest: str = ""
+    """sha256 of the kuberay-operator chart archive (64 hex); empty = the digest of its entry in the repository's
+    index, read when 03/04 install it (no published index with 1.7.0 could be read to pin it: docs/pins.md)."""
+    nvidia_device_plugin_chart_digest: str = "9e5642bcdd3805c6e931f9d3ca542677d1f714d68c14c1364892011e67d9a606"
+    """sha256 of the nvidia-device-plugin chart archive (of 0.20.0 by default); empty = the repository index's."""
+    efa_device_plugin_chart_digest: str = "43b3d666f81a40b7f7ac88ee04a64954abaaa061b1e5f54dc7ce4beb3374e32a"
+    """sha256 of the aws-efa-k8s-device-plugin chart archive (of v0.5.30 by default); empty = the repository
+    index's."""
 
     @field_validator("dlc_image")
     @classmethod
@@ -56,6 +66,17 @@ class VersionSettings(SettingsGroup):
         v = str(v)
         if not re.match(r"^\d+\.\d+\.\d+$", v):
             raise ValueError("must be a version like '1.7.0' (no leading 'v')")
+        return v
+
+    @field_validator("kuberay_chart_digest", "nvidia_device_plugin_chart_digest", "efa_device_plugin_chart_digest")
+    @classmethod
+    def _chart_digest(cls, v: Any) -> str:
+        v = str(v or "").strip().lower().removeprefix("sha256:")
+        if v and not re.match(r"^[0-9a-f]{64}$", v):
+            raise ValueError(
+                "must be the sha256 of the chart archive (64 hex, the `digest` of its entry in the repository's "
+                "index.yaml), or empty to read it from that index when the chart is installed"
+            )
         return v
 
     @field_validator("efa_device_plugin_version")

@@ -157,6 +157,19 @@ def permission_policy(settings: Settings, loc: StorageLocation) -> dict[str, Any
     return _json("iam-storage-policy.json.j2", settings, bucket=loc.bucket, prefix=loc.prefix, parents=loc.parents)
 
 
+# The tag keys EKS Pod Identity adds to its AssumeRole request, and so the only request keys its trust policy may
+# condition on (Amazon EKS User Guide, pod-id-abac.html, "List of session tags added by EKS Pod Identity";
+# pod-id-role.html, "Setting Conditions"; read 2026-12-06). No page names another key (aws:SourceAccount, ...).
+POD_IDENTITY_SESSION_TAGS = (
+    "eks-cluster-arn",
+    "eks-cluster-name",
+    "kubernetes-namespace",
+    "kubernetes-service-account",
+    "kubernetes-pod-name",
+    "kubernetes-pod-uid",
+)
+
+
 def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str = "") -> dict[str, Any]:
     """Who may assume the storage role: EKS Pod Identity, or (``irsa``) this service account's OIDC tokens."""
     if mode == "pod-identity":
@@ -164,7 +177,6 @@ def trust_policy(settings: Settings, mode: str, account: str, oidc_issuer: str =
         return _json(
             "iam-trust-pod-identity.json.j2",
             settings,
-            account=account,
             cluster_arn=f"arn:aws:eks:{a.region}:{account}:cluster/{a.cluster_name}",
             namespace="" if a.storage_per_namespace else k.namespace,
             service_account=k.service_account,
@@ -315,6 +327,7 @@ __all__ = [
     "NAMESPACE_VARIABLE",
     "OBJECT_ACTIONS",
     "POD_IDENTITY_ADDON",
+    "POD_IDENTITY_SESSION_TAGS",
     "POLICY_NAME",
     "StorageLocation",
     "derived_bucket_name",

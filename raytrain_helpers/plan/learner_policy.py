@@ -13,12 +13,18 @@ eksctl creates the cluster and node groups itself, through CloudFormation: its o
 it needs (:data:`EKSCTL_POLICIES`, eksctl-io/eksctl ``userdocs/src/usage/minimum-iam-policies.md`` @ 09f52817); they
 are attached beside :func:`learner_policy`, not merged into it.
 
-``python -m raytrain_helpers.plan.learner_policy`` prints the policy (``docs/iam/learner-policy.json``).
+Every action that changes or deletes something is allowed only on what the tutorial creates (:data:`SCOPES`: role
+names and the tutorial's tag, ``iam:PassedToService``, bucket and stack names); the reads stay on ``*``.
+
+``python -m raytrain_helpers.plan.learner_policy [CLUSTER [BUCKET]]`` prints the policy (the committed
+``docs/iam/learner-policy.json`` is the one for the default cluster name and a derived bucket).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 #: Every AWS operation the package calls, by step (``<IAM prefix>:<operation>``).
@@ -195,22 +201,122 @@ def all_actions() -> list[str]:
     return sorted({a for c in all_calls() for a in actions(c)})
 
 
-def learner_policy() -> dict[str, Any]:
-    """The identity policy the tutorial's own calls need (eksctl's: :data:`EKSCTL_POLICIES`)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "RaytrainTutorialCalls", "Effect": "Allow", "Action": all_actions(), "Resource": "*"},
-        ],
-    }
+#: The cluster the committed ``docs/iam/learner-policy.json`` is rendered for (``aws.cluster_name``'s default).
+DEFAULT_CLUSTER = "raytrain-tutorial"
+#: The tag every role and bucket the tutorial creates carries (``targets.aws.common.TAG_KEY``), its value the
+#: cluster's name.
+TAG_KEY = "raytrain-tutorial"
+_ROLE = "arn:aws:iam::*:role/{role}"
+_BUCKET, _OBJECTS = "arn:aws:s3:::{bucket}", "arn:aws:s3:::{bucket}/*"
+_STACK = "arn:aws:cloudformation:*:*:stack/eksctl-{cluster}-*"
+# How each action that changes or deletes is scoped to what the tutorial creates: (resource, conditions).
+#  * roles: the storage role is named ``<cluster>-<namespace>-<service account>-s3`` (plan.iam.role_name) and created
+#    with the tag TAG_KEY=<cluster>; a role's tag is ``aws:ResourceTag/<key>`` (IAM User Guide, "Controlling access to
+#    and for IAM users and roles using tags", access_iam-tags.html, read 2026-12-06), so the actions on an existing
+#    role need both the name and the tag. CreateRole/TagRole happen before the tag exists: the name only.
+#  * iam:PassRole only to EKS Pod Identity: ``iam:PassedToService`` = ``pods.eks.amazonaws.com`` (the value AWS's
+#    EMR on EKS guide, "Using EKS Pod Identity", gives for the role of a Pod Identity association; the EKS User Guide's
+#    pod-id-association.html says only that the caller needs iam:PassRole; read 2026-12-06).
+#  * buckets: S3 buckets by name (the derived ``<cluster>-<account>-<region>``, or the bucket the learner set), their
+#    objects under ``<bucket>/*``.
+#  * stacks: the node group stacks eksctl names ``eksctl-<cluster>-nodegroup-<name>`` (the AZ fallback deletes them).
+_TAGGED = {"StringEquals": {f"aws:ResourceTag/{TAG_KEY}": "{cluster}"}}
+SCOPES: dict[str, tuple[str, dict[str, Any]]] = {
+    **{f"iam:{a}": (_ROLE, {}) for a in ("CreateRole", "TagRole")},
+    **{
+        f"iam:{a}": (_ROLE, _TAGGED)
+        for a in ("UpdateAssumeRolePolicy", "PutRolePolicy", "DeleteRolePolicy", "DetachRolePolicy", "DeleteRole")
+    },
+    "iam:PassRole": (_ROLE, {"StringEquals": {"iam:PassedToService": "pods.eks.amazonaws.com"}}),
+    **{
+        f"s3:{a}": (_BUCKET, {})
+        for a in (
+            "CreateBucket",
+            "DeleteBucket",
+            "PutBucketPolicy",
+            "PutBucketTagging",
+            "PutBucketPublicAccessBlock",
+            "PutEncryptionConfiguration",
+            "PutLifecycleConfiguration",
+        )
+    },
+    **{f"s3:{a}": (_OBJECTS, {}) for a in ("DeleteObject", "DeleteObjectVersion")},
+    **{f"cloudformation:{a}": (_STACK, {}) for a in ("DeleteStack", "UpdateTerminationProtection")},
+}
 
 
-def render() -> str:
-    return json.dumps(learner_policy(), indent=2) + "\n"
+def _names(cluster: str, bucket: str) -> dict[str, str]:
+    """The patterns of the tutorial's names: roles ``<cluster>-*``, the bucket (derived: ``<cluster>-*``, the
+    cluster part cut as plan.iam.derived_bucket_name may cut it)."""
+    head = re.sub(r"[^a-z0-9-]", "-", cluster.lower())[:30].strip("-") or "raytrain"
+    return {"role": f"{cluster}-*", "bucket": bucket or f"{head}-*", "cluster": cluster}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _fill(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k.format(**names): _fill(v, names) for k, v in value.items()}
+    return value.format(**names)
+
+
+def learner_policy(cluster: str = DEFAULT_CLUSTER, bucket: str = "") -> dict[str, Any]:
+    """The identity policy the tutorial's own calls need (eksctl's: :data:`EKSCTL_POLICIES`) for cluster
+    ``cluster`` and its storage ``bucket`` ('' = the derived name): the actions of :data:`SCOPES` on the
+    tutorial's resources only, one statement each, the others (reads, creates that name nothing yet) on ``*``."""
+    names, wanted = _names(cluster, bucket), all_actions()
+    scoped = [a for a in wanted if a in SCOPES]
+    statements: list[dict[str, Any]] = [
+        {"Sid": "RaytrainTutorialCalls", "Effect": "Allow", "Action": [a for a in wanted if a not in SCOPES],
+         "Resource": "*"},
+    ]  # fmt: skip
+    for action in scoped:
+        resource, condition = SCOPES[action]
+        service, op = action.split(":")
+        st = {"Sid": f"OnlyTheTutorials{service.capitalize()}{op}", "Effect": "Allow", "Action": action}
+        st["Resource"] = _fill(resource, names)
+        if condition:
+            st["Condition"] = _fill(condition, names)
+        statements.append(st)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+_EXAMPLES = {
+    _ROLE: "arn:aws:iam::{account}:role/{role}",
+    _BUCKET: "arn:aws:s3:::{bucket}",
+    _OBJECTS: "arn:aws:s3:::{bucket}/{role}",
+    _STACK: "arn:aws:cloudformation:{region}:{account}:stack/eksctl-{cluster}-nodegroup-gpu/{role}",
+}
+
+
+def scoped_resource(action: str, *, cluster: str, role: str, bucket: str, account: str, region: str) -> str:
+    """The ARN of the tutorial's own resource that ``action`` (of :data:`SCOPES`) acts on, '*' for the others:
+    what the preflight's simulation asks about (``role``: the storage role's name; ``bucket``: the run's)."""
+    if action not in SCOPES:
+        return "*"
+    values = {"cluster": cluster, "role": role, "bucket": bucket, "account": account, "region": region}
+    return _EXAMPLES[SCOPES[action][0]].format(**values)
+
+
+def simulation_context(cluster: str) -> list[dict[str, Any]]:
+    """The request context the scoped actions are simulated with (``iam:SimulatePrincipalPolicy``'s
+    ``ContextEntries``): the role's tag and the service a role is passed to, as the tutorial's requests carry them."""
+    return [
+        {"ContextKeyName": f"aws:ResourceTag/{TAG_KEY}", "ContextKeyValues": [cluster], "ContextKeyType": "string"},
+        {"ContextKeyName": "iam:PassedToService", "ContextKeyValues": ["pods.eks.amazonaws.com"],
+         "ContextKeyType": "string"},
+    ]  # fmt: skip
+
+
+def render(cluster: str = DEFAULT_CLUSTER, bucket: str = "") -> str:
+    return json.dumps(learner_policy(cluster, bucket), indent=2) + "\n"
 
 
 __all__ = [
     "CALLS",
+    "DEFAULT_CLUSTER",
     "EKSCTL_POLICIES",
     "EKSCTL_SOURCE",
     "EXCEPTIONS",
@@ -218,9 +324,14 @@ __all__ = [
     "all_actions",
     "eksctl_policy",
     "all_calls",
+    "as_list",
     "learner_policy",
     "render",
+    "SCOPES",
+    "TAG_KEY",
+    "scoped_resource",
+    "simulation_context",
 ]
 
-if __name__ == "__main__":
-    print(render(), end="")
+if __name__ == "__main__":  # python -m raytrain_helpers.plan.learner_policy [CLUSTER [BUCKET]]
+    print(render(*sys.argv[1:3]), end="")

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core.settings import Settings
 from ..core.tables import MAX_WIDTH, format_table
-from . import cost, perf
+from . import cost, perf, prepull
 
 #: Minutes the first pull of the Ray Train DLC (several GB) takes on a fresh node. Not measured: this project has not
 #: pulled the image on AWS. It is the figure the waits are built around (02's storage check waits 30 min for the
@@ -120,6 +120,23 @@ def _fixed(notebook: str, what: str, *keys: str) -> Phase:
     return Phase(notebook, what, minutes, "; ".join(ALLOWANCES[k][1] for k in keys))
 
 
+def _gpu_pull_phase(settings: Settings) -> Phase:
+    """04: the operator and the RayCluster, and the GPU nodes' pull of the image: the assumed
+    :data:`IMAGE_PULL_MIN`, or the longest pull recorded in the run's folder (``image-pulls.json``, written by 04
+    from the kubelet's events; the pre-pull DaemonSet starts it in 03, so this bounds what is left of it in 04)."""
+    phase = _fixed("04", "KubeRay operator, RayCluster (image pull on the GPU nodes)", "kuberay", "image_pull")
+    recorded = prepull.recorded_minutes(settings)
+    if recorded is None:
+        return phase
+    phase.minutes = ALLOWANCES["kuberay"][0] + recorded
+    phase.what = f"KubeRay operator, RayCluster (image pull on the GPU nodes: {recorded:.1f} min recorded)"
+    phase.source = (
+        f"{ALLOWANCES['kuberay'][1]}; the longest pull of {settings.versions.dlc_image} on a GPU node recorded in "
+        f"runs/{settings.run_name}/{prepull.RECORD} (the kubelet's Pulled events)"
+    )
+    return phase
+
+
 def estimate(
     settings: Settings,
     prices: Mapping[str, Any] | str | Path | None = None,
@@ -142,7 +159,7 @@ def estimate(
             "02", "EKS cluster, storage check (image pull), GPU node group", "cluster", "image_pull", "gpu_nodegroup"
         ),
         _fixed("03", "device plugins", "plugins"),
-        _fixed("04", "KubeRay operator, RayCluster (image pull on the GPU nodes)", "kuberay", "image_pull"),
+        _gpu_pull_phase(settings),
         Phase(
             "05",
             f"training: job start, {t.steps} steps x {perf.step_text(efa.step_s)} predicted, export",

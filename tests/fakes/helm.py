@@ -32,6 +32,21 @@ below are files of that tag unless named otherwise.
   ``sh.helm.release.v1.NAME.vN`` (``pkg/storage/storage.go`` ``HelmStorageType``).
 * CRDs of the chart's ``crds/`` are created when ``upgrade --install`` installs (``pkg/cmd/upgrade.go``: an absent
   release runs ``action.Install``, whose ``installCRDs`` runs unless ``--skip-crds``), never on an upgrade.
+* ``show chart CHART --repo R --version V`` prints the chart's ``Chart.yaml`` ("displays the contents of the
+  Chart.yaml file", helm/helm v4.2.4 ``pkg/cmd/show.go`` ``showChartDesc``): here apiVersion, name, version,
+  appVersion.
+* ``pull CHART --repo R --version V --destination D`` writes the chart's archive to ``D/<the basename of its URL
+  in the index>`` (helm/helm v4.2.4 ``pkg/downloader/chart_downloader.go`` ``DownloadTo``): these three URLs end in
+  ``<chart>-<version>.tgz`` (the indexes of docs/pins.md). The fake's archives are its own (a tar.gz holding
+  ``<chart>/Chart.yaml``, byte-for-byte the same on every call), not the publishers': :data:`DIGESTS` holds their
+  sha256. ``$FAKE_HELM_TAMPER`` (a chart name) makes that chart's archive differ (a tampered mirror or cache).
+* ``repo add NAME URL --repository-config F --repository-cache D`` downloads the repository's index to
+  ``D/NAME-index.yaml`` (``pkg/helmpath/home.go`` ``CacheIndexFile``, ``pkg/cmd/repo_add.go``; both flags are
+  helm's global flags, ``pkg/cli/environment.go``): here the fake's own index, whose ``digest`` of each entry is the
+  sha256 of its archive as helm writes it (``pkg/repo/v1/index.go`` ``IndexDirectory``,
+  ``pkg/provenance/sign.go`` ``DigestFile``).
+* ``upgrade --install RELEASE ARCHIVE.tgz ...`` installs from a chart archive on disk (its ``Chart.yaml`` names
+  the chart and version), as helm does for a local chart path.
 * Any other chart, version or command fails with helm's own kind of message. ``$FAKE_HELM_LOG`` (when set) gets one
   JSON line per call: its argv and the values files' text. ``$FAKE_HELM_FAIL`` (a chart name) makes that chart's
   install fail as a failed pre-install would.
@@ -39,10 +54,14 @@ below are files of that tag unless named otherwise.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
 import os
 import ssl
 import sys
+import tarfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -61,6 +80,34 @@ CHARTS = {
     "kuberay-operator": ("https://ray-project.github.io/kuberay-helm/", "1.7.0"),
 }
 RELEASE_RECORD = "sh.helm.release.v1.{release}.v1"
+
+
+def chart_yaml(chart: str, version: str) -> dict[str, Any]:
+    app = version if chart == "aws-efa-k8s-device-plugin" else version.removeprefix("v")
+    return {"apiVersion": "v2", "name": chart, "version": version, "appVersion": app}
+
+
+def archive_bytes(chart: str, version: str, *, tampered: bool = False) -> bytes:
+    """The fake's archive of one chart version: the same bytes on every call (fixed mtimes)."""
+    data = yaml.safe_dump(chart_yaml(chart, version), sort_keys=False).encode()
+    if tampered:
+        data += b"# changed after publication\n"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo(f"{chart}/Chart.yaml")
+        info.size, info.mtime = len(data), 0
+        tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+#: chart -> the sha256 of the fake's archive of its one version (what the fake's index says)
+DIGESTS = {c: hashlib.sha256(archive_bytes(c, v)).hexdigest() for c, (_, v) in CHARTS.items()}
+#: The settings that pin the fake's archives (versions.*_chart_digest), for tests that install through it.
+DIGEST_SETTINGS = {
+    "kuberay_chart_digest": DIGESTS["kuberay-operator"],
+    "nvidia_device_plugin_chart_digest": DIGESTS["nvidia-device-plugin"],
+    "efa_device_plugin_chart_digest": DIGESTS["aws-efa-k8s-device-plugin"],
+}
 
 
 def fullname(release: str, chart: str) -> str:
@@ -115,7 +162,17 @@ def _nvidia(release: str, ns: str, version: str, values: dict) -> list[dict]:
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
             ],
         ),
-        "containers": [{"name": "nvidia-device-plugin-ctr", "image": f"nvcr.io/nvidia/k8s-device-plugin:v{version}"}],
+        "containers": [
+            {
+                "name": "nvidia-device-plugin-ctr",
+                "image": f"nvcr.io/nvidia/k8s-device-plugin:v{version}",
+                # templates/daemonset-device-plugin.yml sets both in the plugin's container
+                "env": [
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                ],
+            }
+        ],
     }
     strategy = values.get("deviceListStrategy")
     if isinstance(strategy, str):  # daemonset-device-plugin.yml: the env var; _helpers.tpl: SYS_ADMIN for volume-mounts
@@ -311,9 +368,69 @@ def _opts(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     return pos, opts
 
 
+def _published(chart: str, repo: str | None, version: str | None) -> int:
+    """0 when the fake's repository publishes this chart version, else helm's message and 1."""
+    if chart not in CHARTS or repo != CHARTS[chart][0]:
+        print(f'Error: chart "{chart}" not found in {repo} repository', file=sys.stderr)
+        return 1
+    if version != CHARTS[chart][1]:
+        print(f'Error: chart "{chart}" matching {version} not found in {repo} index', file=sys.stderr)
+        return 1
+    return 0
+
+
+def show_chart(pos: list[str], opts: dict[str, Any]) -> int:
+    chart, version = pos[2], opts.get("--version")
+    if _published(chart, opts.get("--repo"), version):
+        return 1
+    print(yaml.safe_dump(chart_yaml(chart, version), sort_keys=False), end="")
+    return 0
+
+
+def pull(pos: list[str], opts: dict[str, Any]) -> int:
+    chart, version = pos[1], opts.get("--version")
+    if _published(chart, opts.get("--repo"), version):
+        return 1
+    dest = Path(opts.get("--destination", "."))
+    tampered = os.environ.get("FAKE_HELM_TAMPER") == chart
+    (dest / f"{chart}-{version}.tgz").write_bytes(archive_bytes(chart, version, tampered=tampered))
+    return 0
+
+
+def repo_add(pos: list[str], opts: dict[str, Any]) -> int:
+    name, url = pos[2], pos[3]
+    entries = {
+        c: [{**chart_yaml(c, v), "digest": DIGESTS[c], "urls": [f"{url.rstrip('/')}/{c}-{v}.tgz"]}]
+        for c, (repo, v) in CHARTS.items()
+        if repo.rstrip("/") == url.rstrip("/")
+    }
+    if not entries:
+        print(f'Error: looks like "{url}" is not a valid chart repository or cannot be reached', file=sys.stderr)
+        return 1
+    cache = Path(opts["--repository-cache"])
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / f"{name}-index.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "entries": entries}))
+    Path(opts["--repository-config"]).write_text(yaml.safe_dump({"repositories": [{"name": name, "url": url}]}))
+    print(f'"{name}" has been added to your repositories')
+    return 0
+
+
+def _local_chart(path: str) -> tuple[str, str] | None:
+    """(name, version) of a chart archive on disk, or None when ``path`` is not one."""
+    if not path.endswith(".tgz") or not Path(path).is_file():
+        return None
+    with tarfile.open(path) as tar:
+        meta = next(m for m in tar.getmembers() if m.name.endswith("/Chart.yaml"))
+        doc = yaml.safe_load(tar.extractfile(meta).read())
+    return doc["name"], doc["version"]
+
+
 def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
     release, chart = pos[1], pos[2]
     ns, version, repo = opts.get("--namespace", "default"), opts.get("--version"), opts.get("--repo")
+    local = _local_chart(chart)
+    if local:
+        (chart, version), repo = local, CHARTS.get(local[0], ("", ""))[0]
     if chart not in CHARTS or repo != CHARTS[chart][0]:
         print(f'Error: chart "{chart}" not found in {repo} repository', file=sys.stderr)
         return 1
@@ -376,8 +493,47 @@ def main(argv: list[str]) -> int:
         return upgrade_install(pos, opts)
     if pos[:1] == ["uninstall"] and len(pos) == 2:
         return uninstall(pos, opts)
+    if pos[:2] == ["show", "chart"] and len(pos) == 3:
+        return show_chart(pos, opts)
+    if pos[:1] == ["pull"] and len(pos) == 2:
+        return pull(pos, opts)
+    if pos[:2] == ["repo", "add"] and len(pos) == 4:
+        return repo_add(pos, opts)
     print(f"Error: the fake helm does not serve {' '.join(argv[:2])!r}", file=sys.stderr)
     return 1
+
+
+def pin_fake_archives() -> Any:
+    """While the fake helm is on PATH, the charts' pinned digests (``versions.*_chart_digest`` left at their
+    defaults, the publishers' archives) stand for the fake's archives: in this process (plan.charts.Chart.digest)
+    and in processes started from it (the settings' environment variables, for notebook kernels). A digest set to
+    anything else, or '' (the index's, which the fake's ``repo add`` serves), is kept. Returns the undo."""
+    from raytrain_helpers.core.names import env_var_name
+    from raytrain_helpers.core.settings import VersionSettings
+    from raytrain_helpers.plan import charts
+
+    original = charts.Chart.digest
+    fake = {c.digest_field: DIGESTS[c.chart] for c in charts.CHARTS}
+
+    def digest(self, settings):
+        value = original(self, settings)
+        default = VersionSettings.model_fields[self.digest_field].default
+        return fake[self.digest_field] if value and value == default else value
+
+    charts.Chart.digest = digest
+    names = {env_var_name(f): v for f, v in fake.items() if VersionSettings.model_fields[f].default}
+    old = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
+
+    def undo() -> None:
+        charts.Chart.digest = original
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    return undo
 
 
 def install(bin_dir: Path, log: Path | None = None) -> Path:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...core.config import Settings
 from ...core.constants import DASHBOARD_PORT, ENTRYPOINT_MODULE, LOOPBACK
-from ...plan import manifests, plugins, raycluster
+from ...plan import charts, manifests, plugins, raycluster
 from ..job_commands import Commands, benchmark_commands, quote, train_commands
 from . import equivalents
 from .jobs import efa_tools
@@ -128,6 +128,24 @@ def set_flags(prefix: str, value: Any) -> list[str]:
     return [f"--set {quote(f'{prefix}={value}')}"]
 
 
+def verified_pull(settings: Settings, chart: str, repo_alias: str) -> tuple[str, str]:
+    """(what, command): ``helm pull`` of the pinned chart version, its archive checked against its digest
+    (``sha256sum -c``), as 03/04 do before installing it; the archive's name is the basename of its URL in the
+    index, ``<chart>-<version>.tgz`` for the three charts (docs/pins.md)."""
+    pin = charts.BY_NAME[chart]
+    version, digest = pin.version(settings), pin.digest(settings)
+    archive = f"{chart}-{version}.tgz"
+    pull = f"helm pull {repo_alias}/{chart} --version {version}"
+    if digest:
+        return (
+            f"the {chart} archive, checked against its pinned digest",
+            f"{pull} && printf '%s  %s\\n' {digest} {archive} | sha256sum -c -",
+        )
+    return "the chart's archive: its sha256 must be its digest in the repository's index.yaml", (
+        f"{pull} && sha256sum {archive}"
+    )
+
+
 def plugins_commands(settings: Settings) -> Commands:
     v, values = settings.versions, plugins.helm_values(settings)
     nv, efa = plugins.NVIDIA_CHART, plugins.EFA_CHART
@@ -137,18 +155,20 @@ def plugins_commands(settings: Settings) -> Commands:
     )
     return [
         ("the charts' repositories", f"helm repo add nvdp {nv['repo']} && helm repo add eks {efa['repo']}"),
+        verified_pull(settings, nv["chart"], "nvdp"),
         (
-            "NVIDIA device plugin, on the GPU nodes only",
-            f"helm upgrade --install {nv['release']} nvdp/{nv['chart']} --version {v.nvidia_device_plugin_version} "
+            "NVIDIA device plugin, on the GPU nodes only, from that archive",
+            f"helm upgrade --install {nv['release']} ./{nv['chart']}-{v.nvidia_device_plugin_version}.tgz "
             f"-n {plugins.NAMESPACE} " + " ".join(set_flags("", values["nvidia"])),
         ),
         (
             "eksctl's own EFA plugin, replaced (one plugin per resource; 03 first checks it is eksctl's)",
             f"kubectl -n {plugins.NAMESPACE} delete daemonset {plugins.EKSCTL_EFA_DAEMONSET} --ignore-not-found",
         ),
+        verified_pull(settings, efa["chart"], "eks"),
         (
-            "the tutorial's EFA device plugin, under its own name, on the GPU nodes only",
-            f"helm upgrade --install {efa['release']} eks/{efa['chart']} --version {v.efa_device_plugin_version} "
+            "the tutorial's EFA device plugin, under its own name, on the GPU nodes only, from that archive",
+            f"helm upgrade --install {efa['release']} ./{efa['chart']}-{v.efa_device_plugin_version}.tgz "
             f"-n {plugins.NAMESPACE} " + " ".join(set_flags("", values["efa"])),
         ),
         ("DESIRED / READY of the DaemonSets", f"kubectl -n {plugins.NAMESPACE} get daemonsets"),
@@ -168,11 +188,11 @@ def kuberay_commands(settings: Settings) -> Commands:
     applied = " ".join(f"-f {RENDERED}/{f}" for f in [ns_file, *np_files, sa_file, rc_file])
     return [
         ("the chart repository", f"helm repo add kuberay {raycluster.KUBERAY_HELM_REPO}"),
+        verified_pull(settings, raycluster.OPERATOR_CHART, "kuberay"),
         (
-            "the operator, on the system node",
-            f"helm upgrade --install {raycluster.OPERATOR_RELEASE} kuberay/kuberay-operator --version "
-            f"{v.kuberay_version} -n {raycluster.OPERATOR_NAMESPACE} --create-namespace "
-            "--set nodeSelector.role=system",
+            "the operator, on the system node, from that archive",
+            f"helm upgrade --install {raycluster.OPERATOR_RELEASE} ./kuberay-operator-{v.kuberay_version}.tgz "
+            f"-n {raycluster.OPERATOR_NAMESPACE} --create-namespace --set nodeSelector.role=system",
         ),
         ("every manifest, one object per file", f"raytrain-tutorial render --target aws --out {RENDERED}"),
         (

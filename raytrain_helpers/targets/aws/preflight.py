@@ -39,6 +39,9 @@ failed (:func:`require`). Each row says the version found, the version needed, a
   quota, else the AWS default (Service Quotas, the codes of :data:`.quotas.QUOTA_CLASSES`), against the
   node groups' vCPUs. The limit, not what is free now: step 01 ranks AZs by what is free; this row answers
   "can this account ever run these node groups here", so it stays true while the tutorial's own nodes run.
+* **Helm charts** (with credentials, once helm is usable): each chart of :mod:`raytrain_helpers.plan.charts`
+  resolved at its pinned version in its repository (``helm show chart CHART --repo URL --version V``), one row
+  each, so a version the repository does not publish stops 02 before anything bills, not 03 after.
 * **IAM permissions**: which actions of the learner policy (:mod:`raytrain_helpers.plan.learner_policy`,
   ``docs/iam/learner-policy.json``) this identity cannot perform, from ``iam:SimulatePrincipalPolicy`` (no side
   effects); "could not check" when that is denied or the caller is not a role or user. It never blocks.
@@ -55,10 +58,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clients import aws as aws_client
+from ...clients import helm as helm_client
 from ...clients import registry
+from ...clients.kubernetes import K8sError
 from ...core.constants import EKSCTL_MIN_VERSION, EKSCTL_MODELLED_VERSION, K8S_MODELLED_VERSION
 from ...core.settings import Settings
-from ...plan import learner_policy
+from ...core.validation import ConfigError
+from ...plan import charts, iam, learner_policy
 from ..base import PreflightResult, Requirement
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
@@ -234,6 +240,31 @@ def helm_row() -> Requirement:
     return Requirement("helm", version, needed, status, "" if status == "ok" else HELM_FIX)
 
 
+def chart_rows(settings: Settings) -> list[Requirement]:
+    """One row per Helm chart the aws path installs (plan.charts): helm resolves it at its pinned version in its
+    repository (``helm show chart CHART --repo URL --version V``), before anything bills."""
+    rows = []
+    for pin in charts.CHARTS:
+        version = pin.version(settings)
+        what, needed = f"Helm chart {pin.chart}", f"{version} in {pin.repo}"
+        fix = (
+            f"set versions.{pin.version_field} to a version {pin.repo} publishes (`helm search repo` after "
+            f"`helm repo add`; docs/pins.md), and versions.{pin.digest_field} to its digest; or check the network"
+        )
+        try:
+            meta = helm_client.show_chart(pin.chart, pin.repo, version)
+        except (K8sError, OSError, subprocess.SubprocessError) as e:
+            rows.append(Requirement(what, f"not resolved: {str(e)[-300:]}", needed, "FAILED", fix))
+            continue
+        if meta.get("name") != pin.chart or str(meta.get("version")) != version:
+            found = f"helm resolved {meta.get('name')} {meta.get('version')}"
+            rows.append(Requirement(what, found, needed, "FAILED", fix))
+            continue
+        pinned = f"sha256 {pin.digest(settings)[:12]}... pinned" if pin.digest(settings) else "digest from the index"
+        rows.append(Requirement(what, f"{version} resolved ({pinned})", needed, "ok"))
+    return rows
+
+
 def kubectl_row(k8s_version: str) -> Requirement:
     """kubectl within one minor version of the cluster's Kubernetes (``aws.k8s_version``)."""
     major, minor = (int(x) for x in k8s_version.split(".")[:2])
@@ -395,10 +426,7 @@ def permissions_row(settings: Settings, sess) -> Requirement:
     if not source:
         return Requirement(what, f"could not check for {ident.arn}", needed, "unknown", fix, required=False)
     try:
-        iam_api = aws_client.client(sess, "iam", region)
-        results = aws_client.pages(
-            iam_api, "simulate_principal_policy", "EvaluationResults", PolicySourceArn=source, ActionNames=wanted
-        )
+        results = _simulate(settings, aws_client.client(sess, "iam", region), source, ident.account, wanted)
     except aws_client.call_errors() as e:
         found = f"could not check: iam:SimulatePrincipalPolicy answered {aws_client.err_code(e)}"
         return Requirement(what, found, needed, "unknown", f"allow iam:SimulatePrincipalPolicy to see; {fix}", False)
@@ -409,12 +437,40 @@ def permissions_row(settings: Settings, sess) -> Requirement:
     return Requirement(what, found, needed, "FAILED", fix, required=False)
 
 
+def _simulate(settings: Settings, iam_api, source: str, account: str, wanted: list[str]) -> list[dict]:
+    """The simulation's results: the actions allowed on any resource asked about '*', each scoped action
+    (``learner_policy.SCOPES``) about the tutorial's own resource, with the context its request carries."""
+    a = settings.aws
+    try:
+        bucket = iam.storage_location(settings, account).bucket
+    except ConfigError:  # a storage setting 02 refuses with its own message: ask about the derived bucket
+        bucket = iam.derived_bucket_name(a.cluster_name, account, a.region)
+    names = {"cluster": a.cluster_name, "role": iam.role_name(settings), "bucket": bucket}
+    by_arn: dict[str, list[str]] = {}
+    for action in wanted:
+        arn = learner_policy.scoped_resource(action, **names, account=account, region=a.region)
+        by_arn.setdefault(arn, []).append(action)
+    results = []
+    for arn, actions in by_arn.items():
+        extra = (
+            {}
+            if arn == "*"
+            else {"ResourceArns": [arn], "ContextEntries": learner_policy.simulation_context(a.cluster_name)}
+        )
+        results += aws_client.pages(
+            iam_api, "simulate_principal_policy", "EvaluationResults", PolicySourceArn=source, ActionNames=actions,
+            **extra,
+        )  # fmt: skip
+    return results
+
+
 def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     """Every row, in the order a learner fixes them: tools, credentials, then (with credentials and ``quota``) the
     rows that ask AWS: the vCPU quota and the IAM permissions."""
     auth, calls_aws_cli = authenticator_row()
     rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
-    rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
+    helm = helm_row()
+    rows += [eksctl_row(), helm, kubectl_row(settings.aws.k8s_version)]
     cred, sess = credentials_row(settings)
     rows.append(cred)
     if sess is not None:
@@ -424,6 +480,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
         rows.append(permissions_row(settings, sess))
     if quota:
         rows.append(image_row(settings))
+    if quota and helm.status == "ok":
+        rows += chart_rows(settings)
     return PreflightResult(target="aws", rows=rows)
 
 
@@ -483,6 +541,7 @@ __all__ = [
     "IMAGE_ROW",
     "PreflightError",
     "aws_cli_row",
+    "chart_rows",
     "credentials_row",
     "eksctl_row",
     "helm_row",

@@ -135,11 +135,14 @@ def moto_server(*, region: str = "us-west-2", seed: bool = True, eksctl: bool = 
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"]
     moto_ext.FAKE.reset()
     srv = MotoServer(endpoint=endpoint, env=dict(env), workdir=work)
+    unpin = fake_helm.pin_fake_archives() if eksctl else None  # the fake helm's archives are not the publishers'
     try:
         if seed:
             moto_ext.seed_defaults()
         yield srv
     finally:
+        if unpin:
+            unpin()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

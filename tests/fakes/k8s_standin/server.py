@@ -274,6 +274,7 @@ DEFAULTS: dict[str, Any] = dict(
     kuberay_version="1.7.0",  # the preinstalled operator's image tag
     helm=True,  # with set_env: the fake helm (tests/fakes/helm.py), pointed at this cluster, first on PATH
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
+    nvidia_driver="580.95.05",  # the GPU nodes' NVIDIA driver, as nvidia-smi prints it (a dict: per node)
     context="standin",
 )
 
@@ -1259,6 +1260,19 @@ class Cluster:
             return "", "python3: timed out\n", 124
         return done.stdout, done.stderr, done.returncode
 
+    def _nvidia_smi(self, pod: dict) -> tuple[str, str, int]:
+        """``nvidia-smi --query-gpu=driver_version --format=csv,noheader``: one line per GPU of the pod's node, in a
+        container the NVIDIA runtime gave the driver's utilities (``NVIDIA_VISIBLE_DEVICES`` set; NVIDIA/
+        nvidia-container-toolkit v1.20.0: ``utility`` is in the default capabilities); elsewhere not found."""
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+        if not any(e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in container.get("env") or []):
+            return "", "sh: 1: nvidia-smi: not found\n", 127
+        node = (pod.get("spec") or {}).get("nodeName", "")
+        driver = self.o["nvidia_driver"]
+        version = driver.get(node, "580.95.05") if isinstance(driver, dict) else driver
+        gpus = max(1, self.hw.get(node, {}).get("gpus", 0))
+        return f"{version}\n" * gpus, "", 0
+
     def run_exec(self, pod: dict, argv: list[str]) -> tuple[str, str, int]:
         self.exec_log.append((pod["metadata"]["name"], list(argv)))
         if self.o["exec_handler"]:
@@ -1289,6 +1303,8 @@ class Cluster:
             return "", "fi_getinfo: -61 (No data available)\n", 1
         if cmd == "hostname":
             return pod["metadata"]["name"] + "\n", "", 0
+        if argv == ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]:
+            return self._nvidia_smi(pod)
         if cmd.startswith("echo "):
             return cmd[5:].strip("'\"") + "\n", "", 0
         listing = _LISTING.search(cmd) if argv[:2] in (["/bin/sh", "-c"], ["sh", "-c"]) else None
@@ -1839,6 +1855,7 @@ class StandIn:
 
                 bin_dir = fake_helm.install(Path(self._workdir) / "bin")
                 os.environ["PATH"] = f"{bin_dir}{os.pathsep}{self._old_path}"
+                self._unpin = fake_helm.pin_fake_archives()  # the fake's archives are not the publishers'
         return self
 
     def write_kubeconfig(self, path: str | os.PathLike) -> str:
@@ -1866,6 +1883,9 @@ class StandIn:
             else:
                 os.environ["KUBECONFIG"] = self._old_env
             os.environ["PATH"] = self._old_path
+            if getattr(self, "_unpin", None):
+                self._unpin()
+                self._unpin = None
         if self._tmp is not None:
             self._tmp.cleanup()
 

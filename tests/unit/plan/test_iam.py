@@ -152,7 +152,6 @@ def test_trust_policies_pod_identity_and_irsa():
     assert st["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     assert st["Condition"] == {
         "StringEquals": {
-            "aws:SourceAccount": ACCOUNT,
             "aws:RequestTag/eks-cluster-arn": f"arn:aws:eks:us-west-2:{ACCOUNT}:cluster/raytrain-tutorial",
             "aws:RequestTag/kubernetes-namespace": "ray-train",
             "aws:RequestTag/kubernetes-service-account": "raytrain",

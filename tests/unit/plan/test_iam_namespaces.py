@@ -106,19 +106,33 @@ def test_folder_markers_are_the_levels_above_the_namespace_never_a_cut_variable(
     assert any("policy variable that is not closed" in p for p in problems), problems
 
 
-def _assume(doc, tags, account=ACCOUNT):
-    context = {"aws:SourceAccount": account, **{f"aws:RequestTag/{k}": v for k, v in tags.items()}}
+def _assume(doc, tags):
+    """The trust policy's decision on EKS Pod Identity's AssumeRole/TagSession: the request carries the session
+    tags the User Guide lists (pod-id-abac.html) and nothing else it does not document."""
+    context = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
     return {a: iam_eval.decide(doc, a, "", context) for a in ("sts:AssumeRole", "sts:TagSession")}
 
 
-def pod_tags(namespace="ray-train", sa="raytrain", cluster="raytrain-tutorial", region="us-west-2"):
+def pod_tags(namespace="ray-train", sa="raytrain", cluster="raytrain-tutorial", region="us-west-2", account=ACCOUNT):
     """The session tags EKS Pod Identity sets (Amazon EKS User Guide, pod-id-abac.html)."""
     return {
-        "eks-cluster-arn": f"arn:aws:eks:{region}:{ACCOUNT}:cluster/{cluster}",
+        "eks-cluster-arn": f"arn:aws:eks:{region}:{account}:cluster/{cluster}",
         "eks-cluster-name": cluster,
         "kubernetes-namespace": namespace,
         "kubernetes-service-account": sa,
+        "kubernetes-pod-name": "raytrain-head-abcde",
+        "kubernetes-pod-uid": "0f0e0d0c-0000-4000-8000-000000000000",
     }
+
+
+def test_the_trust_policy_conditions_only_on_the_session_tags_eks_documents():
+    """A condition on a key the service is not documented to send (e.g. aws:SourceAccount) would deny every pod."""
+    for s in (settings("ray-train"), settings("ray-train-ann")):
+        (st,) = iam.trust_policy(s, "pod-identity", ACCOUNT)["Statement"]
+        keys = [k for block in st["Condition"].values() for k in block]
+        assert keys and all(
+            k.startswith("aws:RequestTag/") and k.split("/", 1)[1] in iam.POD_IDENTITY_SESSION_TAGS for k in keys
+        ), keys
 
 
 def test_the_storage_role_trusts_only_its_cluster_namespace_and_service_account():
@@ -134,7 +148,8 @@ def test_the_storage_role_trusts_only_its_cluster_namespace_and_service_account(
         {},  # an association with disableSessionTags
     ):
         assert set(_assume(doc, other).values()) == {iam_eval.IMPLICIT_DENY}, other
-    assert set(_assume(doc, pod_tags(), account="999999999999").values()) == {iam_eval.IMPLICIT_DENY}
+    # a cluster of the same name and region in another account: its ARN differs
+    assert set(_assume(doc, pod_tags(account="999999999999")).values()) == {iam_eval.IMPLICIT_DENY}
 
 
 def test_the_shared_role_of_a_workshop_trusts_every_namespace_of_its_cluster_and_service_account():

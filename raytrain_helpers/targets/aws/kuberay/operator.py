@@ -8,6 +8,7 @@ from __future__ import annotations
 from ....clients import helm
 from ....clients import kubernetes as kube
 from ....core.config import Settings
+from ....plan import charts
 from ....plan.kube_objects import (
     container_of,
     labels,
@@ -46,6 +47,8 @@ def install_operator(client, settings: Settings, *, log=print) -> str:
         chart=OPERATOR_CHART,
         repo=KUBERAY_HELM_REPO,
         version=version,
+        digest=charts.BY_NAME[OPERATOR_CHART].digest(settings),
+        digest_fix=charts.digest_fix(charts.BY_NAME[OPERATOR_CHART]),
         namespace=OPERATOR_NAMESPACE,
         values=operator_helm_values(settings),
         create_namespace=True,

@@ -44,6 +44,7 @@ from ....plan.raycluster import (
 )
 from ....plan.raycluster_checks import check_raycluster
 from ...base import KubeRayResult
+from ..plugins import prepull as image_prepull
 from ..storage import state as storage_state
 from .operator import (
     CRD_API,
@@ -241,6 +242,10 @@ def _wait_for_pods(run: _Rollout, method: str, events: PodProgress) -> KubeRayRe
     elapsed = run.elapsed_s
     if ok:
         message = f"RayCluster {run.where} ready"
+        try:  # each GPU node's pull time into the run's folder; the pre-pull DaemonSet is no longer needed
+            image_prepull.finish(run.client, run.settings, pods, log=run.log)
+        except kube.K8sError as e:
+            run.log(f"image pull times not recorded: {e}")
     elif stuck:
         message = f"RayCluster {run.where} not ready after {elapsed:.0f} s: stopped waiting, a pod is crash-looping"
     else:
@@ -384,6 +389,7 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
     for policy in NETWORK_POLICIES:
         if is_part_of_tutorial(kube.get(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)):
             kube.delete(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)
+    image_prepull.stop(client, settings)
     uninstall_operator(client, log)
     if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
         kube.delete(client, "v1", "Namespace", namespace)

@@ -17,6 +17,7 @@ from typing import Any
 from ....clients import helm
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
+from ....plan import charts
 from ....plan.kube_objects import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -31,7 +32,7 @@ from ....plan.kube_objects import (
 )
 from ....plan.plugins import CHARTS, NAMESPACE, helm_values
 from ...base import PluginsResult
-from . import owners
+from . import driver, owners, prepull
 
 #: (key, title, the resource it advertises) of both plugins.
 PLUGINS = (("nvidia", "NVIDIA device plugin", GPU_RESOURCE), ("efa", "EFA device plugin", EFA_RESOURCE))
@@ -285,15 +286,17 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
     replaced = owners.replace_eksctl_efa(client, log=log)
     values = helm_values(settings)
     for key, chart, version_field in CHARTS:
-        version = getattr(settings.versions, version_field)
+        version, pin = getattr(settings.versions, version_field), charts.BY_NAME[chart["chart"]]
         helm.upgrade_install(
             client,
             release=chart["release"],
             chart=chart["chart"],
             repo=chart["repo"],
             version=version,
+            digest=pin.digest(settings),
             namespace=NAMESPACE,
             values=values[key],
+            digest_fix=charts.digest_fix(pin),
         )
         log(f"helm: {chart['chart']} {version} installed in {NAMESPACE} as release {chart['release']}")
     versions = settings.versions
@@ -390,6 +393,7 @@ def devices(
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
+            pulling = prepull.start(api, settings, log=log)  # the GPU nodes pull the Ray image while 03 and 04 run
             method, replaced = install(api, settings, log=log)
             probe = _AllocatableProbe(api, settings, log, t0)
             waited = kube.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s)
@@ -399,6 +403,10 @@ def devices(
             )
             found = find_daemonsets(api)
             served, problems = serving(api, settings, nodes, found)
+            drivers: list[str] = []
+            if waited.ok and not hopeless and not problems:  # the plugins serve every GPU node: read its driver
+                _, low, drivers = driver.read_drivers(api, settings, gpu_nodes(nodes, settings))
+                problems += low
             ok = waited.ok and not hopeless and not problems
             elapsed = time.monotonic() - t0
             diagnosis = problems + ([] if waited.ok and not hopeless else diagnose(api, settings, nodes))
@@ -413,7 +421,7 @@ def devices(
         install_method=method,
         daemonsets=all_rows(found),
         serving=served,
-        notes=_why_notes(settings, found, replaced),
+        notes=_why_notes(settings, found, replaced) + drivers + [pulling],
         diagnosis=diagnosis,
         elapsed_s=elapsed,
     )

@@ -65,7 +65,7 @@ def test_the_aws_path_calls_nothing_the_learner_policy_lacks(srv, tmp_path, monk
     print(json.dumps(sorted(recorded)))
     missing = recorded - learner_policy.all_calls()
     assert not missing, f"the code calls {sorted(missing)}, which plan/learner_policy.py CALLS lacks"
-    policy = learner_policy.learner_policy()["Statement"][0]["Action"]
+    policy = [a for st in learner_policy.learner_policy()["Statement"] for a in learner_policy.as_list(st["Action"])]
     for action in (
         "iam:PassRole",
         "iam:TagRole",
@@ -120,3 +120,64 @@ def test_the_fake_eksctls_own_calls_are_what_eksctls_documented_policies_allow()
             seen.append(op)
             assert iam_eval.decide(doc, op, resource if op.startswith("iam:") else "*") == "Allow", op
     assert {"cloudformation:CreateStack", "eks:CreateCluster", "iam:CreateRole", "ec2:CreateVpc"} <= set(seen)
+
+
+ACCOUNT = "123456789012"
+THE_TUTORIALS = {
+    "role": f"arn:aws:iam::{ACCOUNT}:role/raytrain-tutorial-ray-train-raytrain-s3",
+    "bucket": f"arn:aws:s3:::raytrain-tutorial-{ACCOUNT}-us-west-2",
+    "objects": f"arn:aws:s3:::raytrain-tutorial-{ACCOUNT}-us-west-2/raytrain/ckpt",
+    "stack": f"arn:aws:cloudformation:us-west-2:{ACCOUNT}:stack/eksctl-raytrain-tutorial-nodegroup-gpu/0a1b",
+}
+SOMEONE_ELSES = {
+    "role": f"arn:aws:iam::{ACCOUNT}:role/ProductionDeployer",
+    "bucket": "arn:aws:s3:::company-data-lake",
+    "objects": "arn:aws:s3:::company-data-lake/raytrain/ckpt",
+    "stack": f"arn:aws:cloudformation:us-west-2:{ACCOUNT}:stack/eksctl-prod-nodegroup-gpu/0a1b",
+}
+CHANGES = {  # the actions that change or delete, and the kind of resource each acts on
+    "iam:UpdateAssumeRolePolicy": "role",
+    "iam:PutRolePolicy": "role",
+    "iam:DeleteRole": "role",
+    "iam:PassRole": "role",
+    "s3:DeleteBucket": "bucket",
+    "s3:PutBucketPolicy": "bucket",
+    "cloudformation:DeleteStack": "stack",
+    "iam:DeleteRolePolicy": "role",
+    "iam:DetachRolePolicy": "role",
+    "s3:DeleteObjectVersion": "objects",
+}
+
+
+def _context(cluster: str = "raytrain-tutorial") -> dict[str, str]:
+    """What the tutorial's own requests carry: its tag on the role, the role passed to EKS Pod Identity."""
+    return {"aws:ResourceTag/raytrain-tutorial": cluster, "iam:PassedToService": "pods.eks.amazonaws.com"}
+
+
+@pytest.mark.parametrize("action", sorted(CHANGES))
+def test_each_change_is_allowed_on_the_tutorials_resources_only(action):
+    from raytrain_helpers.plan import iam_eval
+
+    doc = learner_policy.learner_policy()
+    statements = [st for st in doc["Statement"] if action in learner_policy.as_list(st["Action"])]
+    assert statements and all(st["Resource"] != "*" for st in statements), statements
+    kind = CHANGES[action]
+    assert iam_eval.decide(doc, action, THE_TUTORIALS[kind], _context()) == iam_eval.ALLOW
+    assert iam_eval.decide(doc, action, SOMEONE_ELSES[kind], _context()) == iam_eval.IMPLICIT_DENY
+    if kind == "role" and action != "iam:PassRole":  # a role of the tutorial's name without the tutorial's tag
+        untagged = {**_context(), "aws:ResourceTag/raytrain-tutorial": "another-cluster"}
+        assert iam_eval.decide(doc, action, THE_TUTORIALS[kind], untagged) == iam_eval.IMPLICIT_DENY
+    if action == "iam:PassRole":  # the tutorial's role passed to any other service
+        to_ec2 = {**_context(), "iam:PassedToService": "ec2.amazonaws.com"}
+        assert iam_eval.decide(doc, action, THE_TUTORIALS[kind], to_ec2) == iam_eval.IMPLICIT_DENY
+
+
+def test_the_policy_for_another_cluster_and_bucket_names_them():
+    from raytrain_helpers.plan import iam_eval
+
+    doc = learner_policy.learner_policy("team-a", "team-a-checkpoints")
+    assert iam_eval.decide(doc, "s3:DeleteBucket", "arn:aws:s3:::team-a-checkpoints") == iam_eval.ALLOW
+    assert iam_eval.decide(doc, "s3:DeleteBucket", THE_TUTORIALS["bucket"]) == iam_eval.IMPLICIT_DENY
+    role = f"arn:aws:iam::{ACCOUNT}:role/team-a-ray-train-raytrain-s3"
+    assert iam_eval.decide(doc, "iam:DeleteRole", role, _context("team-a")) == iam_eval.ALLOW
+    assert iam_eval.decide(doc, "iam:DeleteRole", role, _context()) == iam_eval.IMPLICIT_DENY

@@ -94,7 +94,11 @@ def tools(tmp_path, monkeypatch):
         for key, text in outputs.items():
             exe = bin_dir / names[key]
             (tmp_path / f"{key}.out").write_text(text + "\n")
-            exe.write_text(f"#!/bin/sh\nexec {cat} '{tmp_path / f'{key}.out'}'\n")
+            script = f"exec {cat} '{tmp_path / f'{key}.out'}'\n"
+            if key == "helm":  # `helm version` says the text; the rest is the fake helm (show chart, pull...)
+                fake = REPO / "tests" / "fakes" / "helm.py"
+                script = f'if [ "$1" = version ]; then {script}fi\nexec "{sys.executable}" "{fake}" "$@"\n'
+            exe.write_text(f"#!/bin/sh\n{script}")
             exe.chmod(0o755)
 
     return write
@@ -283,25 +287,76 @@ def _settings_for_permissions():
     return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, target="aws")
 
 
-def test_the_permissions_row_names_the_actions_the_identity_cannot_perform(monkeypatch):
-    def respond(stub, wanted):
-        denied = {"iam:PassRole", "s3:DeleteObjectVersion"}
-        results = [
-            {"EvalActionName": a, "EvalResourceName": "*", "EvalDecision": "implicitDeny" if a in denied else "allowed"}
-            for a in wanted
-        ]
-        stub.add_response(
-            "simulate_principal_policy",
-            {"EvaluationResults": results, "IsTruncated": False},
-            {"PolicySourceArn": "arn:aws:iam::123456789012:role/Learner", "ActionNames": wanted},
-        )
+class PolicySimulator:
+    """iam:SimulatePrincipalPolicy as the IAM API reference documents it (API_SimulatePrincipalPolicy.html): each
+    action of ``ActionNames`` evaluated for each ARN of ``ResourceArns`` (default ``*``), with the
+    ``ContextEntries`` as the request's context; here the principal's policy is ``policy``, decided by
+    plan.iam_eval. Records each call."""
 
-    row = _simulated(monkeypatch, ROLE_SESSION, respond)
+    def __init__(self, policy):
+        self.policy, self.calls = policy, []
+
+    def can_paginate(self, operation):
+        return False
+
+    def simulate_principal_policy(self, PolicySourceArn, ActionNames, ResourceArns=("*",), ContextEntries=()):  # noqa: N803 (the API's names)
+        from raytrain_helpers.plan import iam_eval
+
+        self.calls.append((list(ActionNames), list(ResourceArns)))
+        ctx = {e["ContextKeyName"]: e["ContextKeyValues"][0] for e in ContextEntries}
+        decision = {iam_eval.ALLOW: "allowed", iam_eval.IMPLICIT_DENY: "implicitDeny"}
+        results = [
+            {
+                "EvalActionName": a,
+                "EvalResourceName": r,
+                "EvalDecision": decision[iam_eval.decide(self.policy, a, r, ctx)],
+            }
+            for a in ActionNames
+            for r in ResourceArns
+        ]
+        return {"EvaluationResults": results, "IsTruncated": False}
+
+
+def _simulated_policy(monkeypatch, policy):
+    from raytrain_helpers.clients import aws as aws_client
+
+    monkeypatch.setattr(
+        aws_client, "identity", lambda sess, region: aws_client.Identity("123456789012", ROLE_SESSION, R)
+    )
+    fake = PolicySimulator(policy)
+    monkeypatch.setattr(aws_client, "client", lambda sess, service, region=None: fake)
+    return pf.permissions_row(_settings_for_permissions(), aws_client.session(R)), fake
+
+
+def test_the_permissions_row_names_the_actions_the_identity_cannot_perform(monkeypatch):
+    from raytrain_helpers.plan import learner_policy
+
+    policy = learner_policy.learner_policy()
+    policy["Statement"] = [
+        st for st in policy["Statement"] if st["Action"] not in ("iam:PassRole", "s3:DeleteObjectVersion")
+    ]
+    row, _ = _simulated_policy(monkeypatch, policy)
     assert row.status == "FAILED" and not row.blocks
     assert row.found.startswith("2 of ") and row.found.endswith(
         "not allowed for arn:aws:iam::123456789012:role/Learner: iam:PassRole, s3:DeleteObjectVersion"
     )
     assert "docs/iam/learner-policy.json" in row.fix
+
+
+def test_the_scoped_actions_are_simulated_on_the_tutorials_own_resources(monkeypatch):
+    """The committed policy passes the simulation; the same policy written for another cluster's names does not:
+    the scoped actions are asked about this run's role, bucket and stacks, with the tag and the service."""
+    from raytrain_helpers.plan import learner_policy
+
+    row, fake = _simulated_policy(monkeypatch, learner_policy.learner_policy())
+    assert row.status == "ok", row.found
+    asked = {r for _, resources in fake.calls for r in resources}
+    assert "arn:aws:iam::123456789012:role/raytrain-tutorial-ray-train-raytrain-s3" in asked
+    assert "arn:aws:s3:::raytrain-tutorial-123456789012-us-west-2" in asked
+    row, _ = _simulated_policy(monkeypatch, learner_policy.learner_policy("someone-else"))
+    assert row.status == "FAILED"
+    denied = row.found.split(": ", 1)[1].split(", ")
+    assert sorted(denied) == sorted(a for a in learner_policy.all_actions() if a in learner_policy.SCOPES)
 
 
 def test_a_denied_simulation_is_could_not_check_not_a_failure(monkeypatch):
@@ -313,12 +368,7 @@ def test_a_denied_simulation_is_could_not_check_not_a_failure(monkeypatch):
     assert row.found == "could not check: iam:SimulatePrincipalPolicy answered AccessDenied"
 
 
-def test_every_action_allowed_is_ok_and_the_root_user_is_not_simulated(monkeypatch):
-    def allowed(stub, wanted):
-        results = [{"EvalActionName": a, "EvalResourceName": "*", "EvalDecision": "allowed"} for a in wanted]
-        stub.add_response("simulate_principal_policy", {"EvaluationResults": results, "IsTruncated": False})
-
-    assert _simulated(monkeypatch, ROLE_SESSION, allowed).status == "ok"
+def test_the_root_user_is_not_simulated(monkeypatch):
     root = _simulated(monkeypatch, "arn:aws:iam::123456789012:root", lambda stub, wanted: None)
     assert root.status == "unknown" and root.found.startswith("could not check for arn:aws:iam::123456789012:root")
 
@@ -339,3 +389,18 @@ def test_the_fakes_model_the_newest_versions_the_preflight_accepts():
                           env=env, check=True).stdout  # fmt: skip
     assert pf.parse_eksctl(said) == EKSCTL_MODELLED_VERSION
     assert pf.parse_helm(fake_helm.VERSION) == pf.HELM_MODELLED
+
+
+def test_each_helm_chart_is_resolved_at_its_pinned_version_before_anything_bills(tools, tmp_path, mocked_aws):
+    """`helm show chart CHART --repo URL --version V` for the three charts: one row each; a version the
+    repository does not publish is a blocking row naming the setting to change."""
+    tools(aws=AWS_V2, eksctl="0.230.0", helm="v3.16.3+gcfd0749", kubectl=kubectl_json("v1.34.1"))
+    by = {r.what: r for r in pf.preflight(make_settings(tmp_path, k8s_version="1.33")).rows}
+    assert by["Helm chart kuberay-operator"].found == "1.7.0 resolved (digest from the index)"
+    assert by["Helm chart nvidia-device-plugin"].found.startswith("0.20.0 resolved (sha256 9e5642bcdd38")
+    assert by["Helm chart aws-efa-k8s-device-plugin"].status == "ok"
+    res = pf.preflight(make_settings(tmp_path, k8s_version="1.33", efa_device_plugin_version="v0.5.99"))
+    row = {r.what: r for r in res.rows}["Helm chart aws-efa-k8s-device-plugin"]
+    assert row.status == "FAILED" and row.blocks and not res.ok
+    assert 'chart "aws-efa-k8s-device-plugin" matching v0.5.99 not found' in row.found
+    assert "versions.efa_device_plugin_version" in row.fix and "versions.efa_device_plugin_chart_digest" in row.fix

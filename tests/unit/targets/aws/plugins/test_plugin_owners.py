@@ -160,5 +160,5 @@ def test_helm_path_replaces_eksctls_copy_before_installing_its_own_release(tmp_p
         assert method.startswith("helm charts") and len(replaced) == 1
         # eksctl's object went before the install; Helm never meets it
         assert daemonset_names(st) == {"nvidia-device-plugin", OURS}
-    releases = [c["args"][2] for c in helm_calls(log)]
+    releases = [c["args"][2] for c in helm_calls(log) if c["args"][0] == "upgrade"]
     assert releases == ["nvidia-device-plugin", OURS]

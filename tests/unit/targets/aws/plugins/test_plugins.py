@@ -114,16 +114,21 @@ def test_helm_installs_the_pinned_charts_with_the_tutorials_values(tmp_path, mon
         r = plugins.devices(s, **FAST)
         nv_ds = st.get("apps/v1", "daemonsets", "nvidia-device-plugin", "kube-system")
     calls = helm_calls(log)
+    # each archive is pulled and checked against its pinned digest, then installed from the file
     assert [c["args"][:3] for c in calls] == [
+        ["pull", "nvidia-device-plugin", "--repo"],
         ["upgrade", "--install", "nvidia-device-plugin"],
+        ["pull", "aws-efa-k8s-device-plugin", "--repo"],
         ["upgrade", "--install", "raytrain-aws-efa-k8s-device-plugin"],
     ]
-    nv, efa = calls
-    assert nv["args"][nv["args"].index("--version") + 1] == "0.20.0"
-    assert efa["args"][efa["args"].index("--version") + 1] == "v0.5.30"
-    assert nv["args"][nv["args"].index("--repo") + 1] == "https://nvidia.github.io/k8s-device-plugin"
-    assert efa["args"][efa["args"].index("--repo") + 1] == "https://aws.github.io/eks-charts"
-    for c in calls:
+    nv_pull, nv, efa_pull, efa = calls
+    assert nv_pull["args"][nv_pull["args"].index("--version") + 1] == "0.20.0"
+    assert efa_pull["args"][efa_pull["args"].index("--version") + 1] == "v0.5.30"
+    assert nv_pull["args"][nv_pull["args"].index("--repo") + 1] == "https://nvidia.github.io/k8s-device-plugin"
+    assert efa_pull["args"][efa_pull["args"].index("--repo") + 1] == "https://aws.github.io/eks-charts"
+    assert nv["args"][3].endswith("/nvidia-device-plugin-0.20.0.tgz")
+    assert efa["args"][3].endswith("/aws-efa-k8s-device-plugin-v0.5.30.tgz")
+    for c in (nv, efa):
         assert c["args"][c["args"].index("--namespace") + 1] == "kube-system"
         assert c["args"][c["args"].index("--kube-context") + 1] == "standin"
     nv_values = yaml.safe_load(nv["values"][0])
@@ -261,3 +266,52 @@ def test_gpu_nodes_and_their_verdicts():
     }
     assert plugins.devices_ready(s, nodes)[0] is False  # one ok node of two, and a role=gpu-worker node waits
     assert plugins.devices_ready(s, nodes[:1] + [_node("ok2", {"role": "gpu-worker"}, gpus=4, efa=1)])[0] is True
+
+
+def test_a_chart_archive_that_is_not_the_pinned_one_is_not_installed(tmp_path, monkeypatch):
+    """The EFA chart's archive differs from what its pinned digest says (a tampered mirror or cache): 03 stops
+    with the digests and the fix, and installs nothing of that chart."""
+    log = fake_helm(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_HELM_TAMPER", "aws-efa-k8s-device-plugin")
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05) as st:
+        r = plugins.devices(s, **SHORT)
+        names = {d["metadata"]["name"] for d in st.objects("apps/v1", "daemonsets", "kube-system")}
+    assert not r.ok
+    assert "chart aws-efa-k8s-device-plugin v0.5.30" in r.message and "it was not installed" in r.message
+    assert "versions.efa_device_plugin_chart_digest" in r.message
+    assert "raytrain-aws-efa-k8s-device-plugin" not in names
+    assert [c["args"][2] for c in helm_calls(log) if c["args"][0] == "upgrade"] == ["nvidia-device-plugin"]
+
+
+def test_a_wrong_pinned_digest_refuses_the_install(tmp_path, monkeypatch):
+    log = fake_helm(tmp_path, monkeypatch)
+    s = settings(nvidia_device_plugin_chart_digest="ab" * 32)
+    with standin("healthy", set_env=True, delay_s=0.05) as st:
+        r = plugins.devices(s, **SHORT)
+        assert st.objects("apps/v1", "daemonsets", "kube-system") == []
+    assert not r.ok and f"expected {'ab' * 32} (pinned)" in r.message
+    assert [c["args"][0] for c in helm_calls(log)] == ["pull"]
+
+
+def test_each_gpu_nodes_driver_is_read_and_03_stops_below_580(tmp_path, monkeypatch):
+    """nvidia-smi in the NVIDIA device plugin's container on each GPU node (no pod created, no GPU taken): 580+
+    passes and is named in the notes; a node below 580 stops 03 with the AMI fix."""
+    from raytrain_helpers.targets.aws.plugins import driver
+
+    fake_helm(tmp_path, monkeypatch)
+    s = settings()
+    with standin("healthy", set_env=True, delay_s=0.05) as st:
+        r = plugins.devices(s, **FAST)
+        gpu = sorted(n for n, hw in st.cluster.hw.items() if hw["gpus"])
+        smi = [argv for _, argv in st.cluster.exec_log if argv[:1] == ["nvidia-smi"]]
+    assert r.ok, (r.message, r.diagnosis)
+    assert len(smi) == len(gpu) == 2 and smi[0] == driver.QUERY
+    assert any(n.startswith("NVIDIA driver: ") and f"{gpu[0]} 580.95.05" in n for n in r.notes), r.notes
+    old = {gpu[0]: "580.95.05", gpu[1]: "570.172.08"}
+    with standin("healthy", set_env=True, delay_s=0.05, nvidia_driver=old):
+        r = plugins.devices(s, **SHORT)
+    assert not r.ok
+    text = r.message + "\n".join(r.diagnosis)
+    assert f"node {gpu[1]} runs NVIDIA driver 570.172.08" in text and "branch 580 or later" in text
+    assert "eksctl upgrade nodegroup --cluster raytrain-tutorial" in text and gpu[0] + " runs" not in text
