@@ -177,7 +177,7 @@ def _nvidia(release: str, ns: str, version: str, values: dict) -> list[dict]:
     strategy = values.get("deviceListStrategy")
     if isinstance(strategy, str):  # daemonset-device-plugin.yml: the env var; _helpers.tpl: SYS_ADMIN for volume-mounts
         ctr = spec["containers"][0]
-        ctr["env"] = [{"name": "DEVICE_LIST_STRATEGY", "value": strategy}]
+        ctr["env"] = [{"name": "DEVICE_LIST_STRATEGY", "value": strategy}, *ctr["env"]]  # before the two above
         if "volume-mounts" in strategy:
             ctr["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
     affinity = values.get("affinity", default_affinity)  # `affinity: null` removes the chart's default

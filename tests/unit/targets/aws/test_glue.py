@@ -46,12 +46,6 @@ def settings(**params):
     return config.load(REPO / "env.yaml", environ={}, check_installed_ray=False, **dict(dict(target="aws"), **params))
 
 
-@pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    """04 records the image pull times under runs/: with the repository's env.yaml, never into the checkout."""
-    monkeypatch.setenv("RAYTRAIN_RUNS_DIR", str(tmp_path / "runs"))
-
-
 # --------------------------------------------------------------------------------------------
 # The worker pods' logs (06's NCCL audit on aws)
 # --------------------------------------------------------------------------------------------
