@@ -1,0 +1,105 @@
+"""Step 02 in an EKS cluster the tutorial did not create (``aws.existing_cluster: true``): no cluster and no node
+group is created; only the checkpoint storage (the tutorial's bucket, role and Pod Identity association, each tagged,
+each removed by 08). The cluster's NetworkPolicy enforcement is read and said plainly.
+
+NetworkPolicy enforcement on EKS is the Amazon VPC CNI's network policy agent, off unless the ``vpc-cni`` add-on's
+configuration sets ``enableNetworkPolicy: "true"`` (aws/amazon-vpc-cni-k8s b5218838, charts/aws-vpc-cni/values.yaml
+``enableNetworkPolicy: "false"``, passed to the agent as ``--enable-network-policy`` in templates/daemonset.yaml; the
+EKS add-on takes the chart's values as its ``configurationValues``, EKS User Guide "Restrict Pod network traffic with
+Kubernetes network policies"). Step 02 turns it on in the clusters it creates (manifests/eksctl-cluster.yaml.j2);
+in another cluster it is read with ``eks:DescribeAddon``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ....clients import aws as aws_client
+from ....core.settings import Settings
+from .. import ownership
+from ..storage import bucket as storage
+from .state import AwsClusterResult, AwsContext, read_nodegroups
+
+VPC_CNI = "vpc-cni"
+NETWORK_POLICY_KEY = "enableNetworkPolicy"
+
+
+def network_policy(eks, settings: Settings) -> tuple[bool | None, str]:
+    """(enforced, the plain words with the fix): True, False, or None when it cannot be read from EKS."""
+    name = settings.aws.cluster_name
+    fix = (
+        f"Fix: `aws eks update-addon --cluster-name {name} --addon-name {VPC_CNI} --configuration-values "
+        f'\'{{"{NETWORK_POLICY_KEY}": "true"}}\' --resolve-conflicts PRESERVE` (VPC CNI 1.14 or later), or a CNI '
+        f"that enforces NetworkPolicies (Calico, Cilium)"
+    )
+    try:
+        resp = aws_client.essential_call(
+            eks, "describe_addon", absent=("ResourceNotFoundException",), clusterName=name, addonName=VPC_CNI
+        )
+    except aws_client.AwsCallError as e:
+        return None, f"unknown: the {VPC_CNI} add-on could not be read ({e})"
+    if resp is None:
+        return None, (
+            f"unknown: cluster {name} has no EKS {VPC_CNI} add-on (a self-managed CNI): EKS cannot say whether "
+            f"NetworkPolicies are enforced; `kubectl -n kube-system get daemonset aws-node -o yaml` shows "
+            f"--enable-network-policy. Without enforcement the namespace's default-deny NetworkPolicy is not "
+            f"applied and any pod may reach the Ray head. {fix}"
+        )
+    values = _values((resp.get("addon") or {}).get("configurationValues"))
+    on = str(values.get(NETWORK_POLICY_KEY, "false")).lower() == "true"
+    if on:
+        return True, f'enforced: the {VPC_CNI} add-on\'s configuration sets {NETWORK_POLICY_KEY}: "true"'
+    return False, (
+        f'NOT enforced: the {VPC_CNI} add-on\'s configuration does not set {NETWORK_POLICY_KEY}: "true", so the '
+        f"tutorial's NetworkPolicies (default-deny ingress in the namespace) are accepted but not applied: any pod "
+        f"may reach the Ray head and its dashboard. {fix}"
+    )
+
+
+def _values(text: Any) -> dict[str, Any]:
+    """The add-on's configurationValues (JSON or YAML text, as EKS keeps them)."""
+    if not text:
+        return {}
+    try:
+        doc = yaml.safe_load(str(text))
+    except yaml.YAMLError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def plan_or_up(
+    ctx: AwsContext, res: AwsClusterResult, c: dict[str, Any] | None, *, execute: bool, assume_yes: bool
+) -> None:
+    """02 ``plan`` / ``up`` with ``aws.existing_cluster``: the cluster read, the storage planned (and created by
+    ``up``); no cluster, no node group."""
+    s = ctx.settings
+    if c is None:
+        res.problems.append(ownership.missing_existing(s))
+        return
+    res.nodegroups = read_nodegroups(ctx)
+    res.notes.append(
+        f"existing cluster ({ownership.SETTING}: true): 02 creates no cluster and no node group in "
+        f"{s.aws.cluster_name}; it adds only the checkpoint storage (bucket, role, Pod Identity association), "
+        f"tagged {ownership.TAG_KEY}={s.aws.cluster_name}, which 08 removes"
+    )
+    enforced, line = network_policy(ctx.eks, s)
+    res.notes.append(("" if enforced else "WARNING: ") + f"NetworkPolicy enforcement: {line}")
+    if c["status"] != "ACTIVE":
+        res.problems.append(
+            f"EKS cluster {s.aws.cluster_name} is {c['status']}, not ACTIVE. Fix: wait until it is ACTIVE "
+            f"(`aws eks describe-cluster --name {s.aws.cluster_name}`), then run 02 again"
+        )
+        return
+    res.actions = []
+    storage.plan_into(res, s, ctx.sess, ctx.ident, c)
+    if not execute or res.problems:
+        if not execute:
+            res.notes.append("plan: nothing was created; run `up` to do the actions above")
+        return
+    res.actions = []
+    storage.up_into(res, s, ctx.sess, ctx.ident, c, assume_yes=assume_yes)
+
+
+__all__ = ["NETWORK_POLICY_KEY", "VPC_CNI", "network_policy", "plan_or_up"]
