@@ -18,6 +18,9 @@ path installs, and nothing else.
     ``app.kubernetes.io/name: kuberay-operator``, image ``quay.io/kuberay/operator:v1.7.0``, and ``crds/`` (helm
     creates those CRDs on install, never on upgrade).
   The EFA allowlist here is the stand-in's EFA-capable types (the published one has 303 types).
+* ``--labels K=V,...`` on ``upgrade --install`` labels the release record (merged over its labels on an upgrade);
+  ``list --all --namespace NS --output json [--selector K=V,...]`` lists the namespace's releases whose labels match
+  (helm/helm v3.16.3 cmd/helm/upgrade.go, cmd/helm/list.go).
 * ``uninstall RELEASE --namespace NS`` deletes the release's objects; an unknown release fails as helm does
   (``Error: uninstall: Release not loaded: NAME: release: not found``, exit 1).
 * Any other chart, version or command fails with helm's own kind of message. ``$FAKE_HELM_LOG`` (when set) gets one
@@ -276,7 +279,7 @@ def _release_record(release: str, ns: str, chart: str, version: str, objects: li
 
 def _opts(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     pos, opts, i = [], {"-f": []}, 0
-    flags = {"--install", "--create-namespace", "--short"}
+    flags = {"--install", "--create-namespace", "--short", "--all"}
     while i < len(argv):
         a = argv[i]
         if a in flags:
@@ -316,12 +319,20 @@ def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
             return 1
         api.apply(namespace)
     record = _release_record(release, ns, chart, version, [])
-    first = api.get(record) is None
+    old = api.get(record)
+    first = old is None
+    # --labels: the release's own labels, merged over the old ones on an upgrade (helm/helm v3.16.3
+    # cmd/helm/upgrade.go "Original release labels will be merged with upgrade labels"; pkg/storage/driver
+    # newSecretsObject puts them beside helm's own owner/name/status/version)
+    labels = {} if first else dict((old.get("metadata") or {}).get("labels") or {})
+    labels.update(dict(kv.split("=", 1) for kv in (opts.get("--labels") or "").split(",") if "=" in kv))
     if chart == "kuberay-operator" and first:
         for crd in kuberay_crds():
             if api.get(crd) is None:
                 api.apply(crd)
     for obj in release_objects(release, chart, ns, version, values):
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == record["metadata"]["name"]:
+            obj["metadata"]["labels"] = {**labels, **obj["metadata"]["labels"]}
         api.apply(obj)
     print(f'Release "{release}" has been {"installed" if first else "upgraded"}. Happy Helming!')
     return 0
@@ -344,6 +355,25 @@ def uninstall(pos: list[str], opts: dict[str, Any]) -> int:
     return 0
 
 
+def list_releases(opts: dict[str, Any]) -> int:
+    """``list --all --namespace NS --output json [--selector K=V,...]``: the releases of the namespace whose release
+    labels match (helm/helm v3.16.3 cmd/helm/list.go: ``name``, ``namespace``, ``status``, ``chart`` ...)."""
+    ns = opts.get("--namespace", "default")
+    api = Api(opts.get("--kubeconfig"), opts.get("--kube-context"))
+    items = (api.call("GET", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=owner%3Dhelm") or {}).get("items")
+    wanted = dict(kv.split("=", 1) for kv in (opts.get("--selector") or "").split(",") if "=" in kv)
+    out = []
+    for cm in items or []:
+        labels = (cm.get("metadata") or {}).get("labels") or {}
+        if labels.get("owner") != "helm" or any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        data = cm.get("data") or {}
+        chart = f"{data.get('chart', '')}-{data.get('version', '')}"
+        out.append({"name": labels.get("name"), "namespace": ns, "status": labels.get("status"), "chart": chart})
+    print(json.dumps(out))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     log = os.environ.get("FAKE_HELM_LOG")
     if log:
@@ -356,6 +386,8 @@ def main(argv: list[str]) -> int:
         return 0
     if pos[:1] == ["upgrade"] and opts.get("--install") and len(pos) == 3:
         return upgrade_install(pos, opts)
+    if pos[:1] == ["list"] and opts.get("--output") == "json":
+        return list_releases(opts)
     if pos[:1] == ["uninstall"] and len(pos) == 2:
         return uninstall(pos, opts)
     print(f"Error: the fake helm does not serve {' '.join(argv[:2])!r}", file=sys.stderr)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...clients import helm
 from ...core.settings import Settings
 from . import common
 
@@ -34,6 +35,8 @@ from . import common
 TAG_KEY = common.TAG_KEY
 #: The setting that lets the tutorial work in a cluster it did not create.
 SETTING = "aws.existing_cluster"
+#: What :func:`release_state` finds.
+ABSENT, OURS, NOT_OURS = "absent", "ours", "not ours"
 
 
 def tag_value(settings: Settings) -> str:
@@ -81,6 +84,14 @@ def helm_labels(settings: Settings) -> dict[str, str]:
     return {TAG_KEY: tag_value(settings)}
 
 
+def release_state(client, release: str, namespace: str, settings: Settings) -> str:
+    """``absent``, ``ours`` (labelled for this cluster) or ``not ours``: the Helm release of that name in
+    ``namespace``."""
+    if release not in helm.releases(client, namespace):
+        return ABSENT
+    return OURS if release in helm.releases(client, namespace, selector=helm_selector(settings)) else NOT_OURS
+
+
 def existing(settings: Settings) -> bool:
     """Whether the learner said the cluster is theirs (``aws.existing_cluster``)."""
     return bool(settings.aws.existing_cluster)
@@ -110,6 +121,9 @@ def missing_existing(settings: Settings) -> str:
 
 
 __all__ = [
+    "ABSENT",
+    "NOT_OURS",
+    "OURS",
     "SETTING",
     "TAG_KEY",
     "as_dict",
@@ -120,6 +134,7 @@ __all__ = [
     "missing_existing",
     "not_ours",
     "owned",
+    "release_state",
     "tag_list",
     "tag_value",
     "tags",

@@ -61,6 +61,9 @@ from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
 HELM_MIN_MAJOR = 3
+#: ``--labels`` on ``helm upgrade --install`` (how a release is marked as the tutorial's) came in helm v3.13.0
+#: (helm/helm v3.13.0 cmd/helm/upgrade.go; helm 4 keeps it: v4.2.4 pkg/cmd/upgrade.go).
+HELM_MIN = "3.13.0"
 #: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
 AUTHENTICATOR_MIN = "0.5.3"
 #: Seconds one ``--version`` may take (AWS CLI v1 starts Python: about a second).
@@ -82,8 +85,8 @@ EKSCTL_FIX = (
     "/tmp && sudo install -m 0755 /tmp/eksctl /usr/local/bin/eksctl; macOS: brew upgrade eksctl)"
 )
 HELM_FIX = (
-    "install helm 3+: https://helm.sh/docs/intro/install/ (its installer script, a release binary, or a package "
-    "manager: brew install helm); steps 03 and 04 install the device plugins and the KubeRay operator with it"
+    "install helm 3.13 or later: https://helm.sh/docs/intro/install/ (its installer script, a release binary, or a "
+    "package manager: brew install helm); steps 03 and 04 install the device plugins and the KubeRay operator with it"
 )
 KUBECTL_FIX = (
     "install kubectl {minor}: https://kubernetes.io/docs/tasks/tools/ (or the EKS build: "
@@ -210,13 +213,13 @@ def eksctl_row() -> Requirement:
 
 
 def helm_row() -> Requirement:
-    needed = f">= {HELM_MIN_MAJOR}.0.0"
+    needed = f">= {HELM_MIN}"
     path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
     if path is None:
         return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX)
     if version is None:
         return _unreadable("helm", path, said, needed, HELM_FIX)
-    ok = version_tuple(version)[0] >= HELM_MIN_MAJOR
+    ok = version_tuple(version) >= version_tuple(HELM_MIN)
     return Requirement("helm", version, needed, "ok" if ok else "TOO OLD", "" if ok else HELM_FIX)
 
 

@@ -328,7 +328,7 @@ def _kubernetes_teardown(
     op = [(o, st) for o, st in kr.deleted if not o.startswith(("RayCluster", "pods"))]
     out = []
     for row, listed in ((rows.raycluster, rc), (rows.operator, op)):
-        gone = bool(listed) and all(st == "absent" for _, st in listed)
+        gone = bool(listed) and all(st == "absent" or st.startswith("kept") for _, st in listed)
         out.append((row, gone, "; ".join(f"{o}: {st}" for o, st in listed) or kr.message))
     pl = plugins.teardown(settings, assume_yes=True)
     parts["plugins"] = pl

@@ -124,7 +124,10 @@ def not_ours(stack: NodegroupStack, settings: Settings) -> str | None:
     if t.get(CLUSTER_TAG) != a.cluster_name or t.get(NODEGROUP_TAG) != a.gpu_nodegroup_name:
         return f"its tags {CLUSTER_TAG}/{NODEGROUP_TAG} are not {a.cluster_name}/{a.gpu_nodegroup_name}"
     if not ownership.owned(t, settings):
-        return f"it has no {TUTORIAL_TAG} tag for this cluster ({TUTORIAL_TAG}={a.cluster_name}): the tutorial did not create it"
+        return (
+            f"it has no {TUTORIAL_TAG} tag for this cluster ({TUTORIAL_TAG}={a.cluster_name}): the tutorial did not "
+            f"create it"
+        )
     return None
 
 
