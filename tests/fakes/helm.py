@@ -203,13 +203,17 @@ def kuberay_crds() -> list[dict]:
 RENDER = {"nvidia-device-plugin": _nvidia, "aws-efa-k8s-device-plugin": _efa, "kuberay-operator": _kuberay}
 
 
-def release_objects(release: str, chart: str, ns: str, version: str, values: dict) -> list[dict]:
+def release_objects(
+    release: str, chart: str, ns: str, version: str, values: dict, labels: dict | None = None
+) -> list[dict]:
     """What ``helm upgrade --install`` leaves in the cluster for one release: the chart's objects and the release
-    record (the CRDs of ``crds/`` aside)."""
+    record (the CRDs of ``crds/`` aside); ``labels``: the release's own (``--labels``) on the record."""
     # the NVIDIA and KubeRay images are tagged v<chart version>; the EFA chart names its image tag itself
     app_version = version if chart == "aws-efa-k8s-device-plugin" else version.removeprefix("v")
     objects = RENDER[chart](release, ns, app_version, values)
-    return [*objects, _release_record(release, ns, chart, version, objects)]
+    record = _release_record(release, ns, chart, version, objects)
+    record["metadata"]["labels"] = {**(labels or {}), **record["metadata"]["labels"]}
+    return [*objects, record]
 
 
 # ---- the cluster, through the kubeconfig helm was given -------------------------------------------------------
@@ -330,9 +334,7 @@ def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
         for crd in kuberay_crds():
             if api.get(crd) is None:
                 api.apply(crd)
-    for obj in release_objects(release, chart, ns, version, values):
-        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == record["metadata"]["name"]:
-            obj["metadata"]["labels"] = {**labels, **obj["metadata"]["labels"]}
+    for obj in release_objects(release, chart, ns, version, values, labels):
         api.apply(obj)
     print(f'Release "{release}" has been {"installed" if first else "upgraded"}. Happy Helming!')
     return 0

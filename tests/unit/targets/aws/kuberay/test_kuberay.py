@@ -273,7 +273,7 @@ def test_operator_with_helm(tmp_path, monkeypatch):
     with standin("healthy", set_env=True, **READY) as st:
         r = kuberay.raycluster(s, **FAST)
         dep = st.get("apps/v1", "deployments", "kuberay-operator", "kuberay-system")
-    args = json.loads(log.read_text().splitlines()[0])["args"]
+    args = next(a for a in (json.loads(x)["args"] for x in log.read_text().splitlines()) if a[0] != "list")
     assert args[:4] == ["upgrade", "--install", "kuberay-operator", "kuberay-operator"]
     assert args[args.index("--version") + 1] == "1.7.0"
     assert args[args.index("--namespace") + 1] == "kuberay-system" and "--create-namespace" in args
