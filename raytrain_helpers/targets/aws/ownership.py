@@ -66,10 +66,10 @@ def owned(found_tags: Any, settings: Settings) -> bool:
     return as_dict(found_tags).get(TAG_KEY) == settings.aws.cluster_name
 
 
-def not_ours(what: str, settings: Settings) -> str:
-    """The words for an object left alone: what it is and why."""
+def not_ours(what: str, settings: Settings, mark: str = "tag") -> str:
+    """The words for an object left alone: what it is and why (``mark``: ``tag``, or ``release label`` for Helm)."""
     return (
-        f"{what}: left as it is - not created by the tutorial (no tag {TAG_KEY}={settings.aws.cluster_name}); "
+        f"{what}: left as it is - not created by the tutorial (no {mark} {TAG_KEY}={settings.aws.cluster_name}); "
         f"the tutorial never deletes or changes it"
     )
 

@@ -229,7 +229,7 @@ class AwsTeardownResult:
             print(self.refused)
             return
         table(
-            [(name, "gone" if ok else "LEFT", ev) for name, ok, ev in self.steps],
+            [(name, ("kept" if "kept" in ev else "gone") if ok else "LEFT", ev) for name, ok, ev in self.steps],
             ["what", "state", "evidence"],
             title="teardown (reverse order)",
             max_width=90,
@@ -238,6 +238,8 @@ class AwsTeardownResult:
             storage.show_kept(self.parts["storage"].kept)
         c = self.parts.get("cluster")
         if c is not None:
+            for k in c.kept:
+                print(f"kept: {k}")
             print("left in the account: " + ("nothing" if not c.remaining else ""))
             for r in c.remaining:
                 print(f"  - {r}")
@@ -245,7 +247,13 @@ class AwsTeardownResult:
                 print(f"cause: {x}")
             for x in c.problems:
                 print(f"PROBLEM: {x}")
-        print("teardown:", "everything is gone" if self.ok else "NOT complete (see LEFT above); re-run to retry")
+        kept = c is not None and c.kept or self.parts.get("storage") is not None and self.parts["storage"].kept
+        done = (
+            "everything the tutorial created is gone; what it did not create is kept (above)"
+            if kept
+            else ("everything is gone")
+        )
+        print("teardown:", done if self.ok else "NOT complete (see LEFT above); re-run to retry")
 
 
 @dataclass
@@ -356,13 +364,13 @@ def _summary(
     ng_done = any(name in x and x.startswith("deleted") for x in res.actions)
     ng_kept = [k for k in res.kept if f"node group '{name}'" in k or k.startswith(f"EKS cluster {cl}, its")]
     ng_evidence = "; ".join(ng_left) or ("deleted, then checked: absent" if ng_done else "absent (nothing to delete)")
-    ng_evidence = "; ".join(ng_kept) if ng_kept and not ng_done else ng_evidence
+    ng_evidence = "kept: " + "; ".join(ng_kept) if ng_kept and not ng_done else ng_evidence
     steps.append((rows.nodegroup, not ng_left and not any(name in p for p in res.problems), ng_evidence))
     if nodegroup_only:
         return steps
     cl_kept = [k for k in res.kept if k.startswith(f"EKS cluster {cl}")]
     if cl_kept:
-        steps.append((rows.cluster, not res.problems, "; ".join(cl_kept)))
+        steps.append((rows.cluster, not res.problems, "kept: " + "; ".join(cl_kept)))
         return steps
     others = [x for x in res.remaining if x not in ng_left]
     cl_done = any(x.startswith("deleted EKS cluster") for x in res.actions)

@@ -43,8 +43,8 @@ def install_operator(client, settings: Settings, *, log=print) -> str:
     version = settings.versions.kuberay_version
     if ownership.release_state(client, OPERATOR_RELEASE, OPERATOR_NAMESPACE, settings) == ownership.NOT_OURS:
         raise kube.K8sError(
-            ownership.not_ours(f"Helm release {OPERATOR_RELEASE} in namespace {OPERATOR_NAMESPACE}", settings).replace(
-                "(no tag", "(no release label"
+            ownership.not_ours(
+                f"Helm release {OPERATOR_RELEASE} in namespace {OPERATOR_NAMESPACE}", settings, "release label"
             )
             + f": it is not upgraded to kuberay-operator {version}. Fix: upgrade that release to {version} yourself "
             f"(the RayCluster needs the operator at versions.kuberay_version), or set versions.kuberay_version to "
@@ -121,7 +121,8 @@ def uninstall_operator(client, log, settings: Settings) -> bool:
                 f"KubeRay operator {namespace_of(operator)}/{name_of(operator)} (Helm release "
                 f"{helm_release_name(operator) or 'none'})",
                 settings,
-            ).replace("(no tag", "(no release label")
+                "release label",
+            )
         )
         return False
     namespace = namespace_of(operator) or OPERATOR_NAMESPACE

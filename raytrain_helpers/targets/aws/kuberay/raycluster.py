@@ -136,6 +136,11 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
     problems = preflight(run.client, run.settings, run.obj, operator_present=operator is not None)
     if problems:
         return run.failed("the nodes cannot host the RayCluster; nothing was applied", problems=problems)
+    foreign = _not_the_tutorials(run)
+    if foreign:
+        return run.failed(
+            "objects of the tutorial's names exist and are not the tutorial's; nothing was applied", problems=foreign
+        )
     refused = _replace_changed_cluster(run)
     if refused is not None:
         return refused
@@ -164,6 +169,26 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
             install_method=method,
         )
     return _wait_for_pods(run, method, events)
+
+
+def _not_the_tutorials(run: _Rollout) -> list[str]:
+    """The objects 04 would apply over (the RayCluster, its ServiceAccount, the NetworkPolicies) that exist without
+    the tutorial's label: each a line saying it is left as it is, with the fix. Applying over them would change
+    someone else's objects."""
+    s = run.settings
+    ns = s.kubernetes.namespace
+    mine = [run.obj, storage_state.service_account(s), *render_network_policies(s)]
+    out = []
+    for obj in mine:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        found = kube.get(run.client, obj["apiVersion"], kind, name, ns)
+        if found is not None and not is_part_of_tutorial(found):
+            out.append(
+                f"{kind} {ns}/{name}: left as it is - not created by the tutorial (no label {PART_OF_LABEL}="
+                f"{PART_OF}); the tutorial never changes or deletes it. Fix: choose another kubernetes.namespace "
+                f"(or kubernetes.ray_cluster_name / service_account), or remove it if it is yours to remove"
+            )
+    return out
 
 
 def _replace_changed_cluster(run: _Rollout) -> KubeRayResult | None:

@@ -288,8 +288,8 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
     for key, chart, version_field in CHARTS:
         version = getattr(settings.versions, version_field)
         if ownership.release_state(client, chart["release"], NAMESPACE, settings) == ownership.NOT_OURS:
-            left = ownership.not_ours(f"Helm release {chart['release']} in {NAMESPACE}", settings)
-            log(left.replace("(no tag", "(no release label") + f"; {chart['chart']} {version} is not installed over it")
+            left = ownership.not_ours(f"Helm release {chart['release']} in {NAMESPACE}", settings, "release label")
+            log(left + f"; {chart['chart']} {version} is not installed over it")
             continue
         helm.upgrade_install(
             client,
@@ -463,7 +463,7 @@ def _delete_plugins(client, settings: Settings, *, log) -> set[str]:
             release = owners.helm_release(ds) or name_of(ds)
             if ownership.release_state(client, release, NAMESPACE, settings) != ownership.OURS:
                 kept.add(name_of(ds))
-                log(ownership.not_ours(f"Helm release {release} in {NAMESPACE}", settings))
+                log(ownership.not_ours(f"Helm release {release} in {NAMESPACE}", settings, "release label"))
                 continue
             helm.uninstall(client, release, NAMESPACE)
             log(f"helm uninstall {release} -n {NAMESPACE}")
