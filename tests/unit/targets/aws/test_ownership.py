@@ -17,6 +17,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(REPO))
 
+from raytrain_helpers.clients import aws as aws_client  # noqa: E402
+from raytrain_helpers.plan import learner_policy  # noqa: E402
 from raytrain_helpers.plan.raycluster import NETWORK_POLICIES  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
 from raytrain_helpers.targets.aws import common  # noqa: E402
@@ -164,8 +166,26 @@ def _placed(tmp_path, **params):
     return s
 
 
+def _record_calls(monkeypatch) -> set[str]:
+    """Every AWS operation the product's clients send (``<signing name>:<operation>``), to hold against the learner's
+    policy (as tests/unit/targets/aws/test_learner_policy.py does for the path that creates the cluster)."""
+    calls: set[str] = set()
+    made = aws_client.client
+
+    def client(sess, service, region=None):
+        c = made(sess, service, region)
+        c.meta.events.register(
+            "before-call", lambda model, **k: calls.add(f"{model.service_model.signing_name}:{model.name}")
+        )
+        return c
+
+    monkeypatch.setattr(aws_client, "client", client)
+    return calls
+
+
 def test_every_lookalike_is_left_unchanged_from_02_to_08_and_the_run_says_why(srv, tmp_path, monkeypatch, capsys):
     _plant_aws()
+    calls = _record_calls(monkeypatch)
     before = _aws_snapshot()
     s = _placed(tmp_path)
     # 02 without aws.existing_cluster: refused before anything is created
@@ -228,6 +248,7 @@ def test_every_lookalike_is_left_unchanged_from_02_to_08_and_the_run_says_why(sr
         assert said in out, (said, out)
     assert r8.ok and len(r8.steps) == 7 and all(ok and "kept" in ev for _, ok, ev in r8.steps), r8.steps
     assert "teardown: everything the tutorial created is gone; what it did not create is kept (above)" in out
+    assert "eks:DescribeAddon" in calls and not calls - learner_policy.all_calls(), calls - learner_policy.all_calls()
 
 
 def test_network_policy_enforcement_is_read_from_the_vpc_cni_addon(srv, tmp_path):
