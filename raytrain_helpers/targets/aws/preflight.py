@@ -406,6 +406,12 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
+    if settings.aws.existing_cluster and sess is not None:  # the cluster the tutorial did not create, read
+        from .cluster_check import (
+            rows as cluster_rows,
+        )  # here: it reads Kubernetes, which the preflight otherwise never does
+
+        rows += cluster_rows(settings, sess)
     return PreflightResult(target="aws", rows=rows)
 
 

@@ -222,6 +222,13 @@ def _replace_changed_cluster(run: _Rollout) -> KubeRayResult | None:
 def _ensure_operator(run: _Rollout, operator: dict | None) -> str:
     """Install the pinned operator unless it runs already; returns how it got there."""
     want_tag = f"v{run.settings.versions.kuberay_version}"
+    if operator is not None and operator_version(operator) != want_tag and not is_tutorial_release(operator):
+        raise kube.K8sError(
+            f"a KubeRay operator the tutorial did not install runs in the cluster ({namespace_of(operator)}/"
+            f"{name_of(operator)}, {operator_version(operator) or 'no tag'}); a second operator would reconcile "
+            f"the same RayClusters, and the tutorial never changes that one. Fix: set versions.kuberay_version: "
+            f"{operator_version(operator).lstrip('v')} to use it, or upgrade it to {want_tag} yourself"
+        )
     if operator is None or operator_version(operator) != want_tag:
         return install_operator(run.client, run.settings, log=run.log)
     return f"already installed ({name_of(operator)} {want_tag} in {namespace_of(operator)})"
