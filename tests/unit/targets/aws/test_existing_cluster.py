@@ -92,9 +92,15 @@ def test_check_reads_what_the_tutorial_needs_from_the_cluster(srv, tmp_path, mon
         rows = _rows(s)
         for what in ("KubeRay operator", "NVIDIA device plugin", "EFA device plugin", "GPU nodes (allocatable)"):
             assert rows[what].status == "ok", (what, rows[what])
+        assert "4 GPU, 1 EFA, role=gpu-worker" in rows["GPU nodes (allocatable)"].found
+        # a GPU node without the label the RayCluster's workers select: named, with the command that labels it
+        node = next(n for n in st.cluster.list("v1", "nodes") if n["metadata"]["labels"].get("role") == "gpu-worker")
+        del node["metadata"]["labels"]["role"]
+        gpus = _rows(s)["GPU nodes (allocatable)"]
+        assert gpus.status == "SHORT" and "role=-" in gpus.found, gpus
         assert (
-            "2 GPU" not in rows["GPU nodes (allocatable)"].found
-            and "4 GPU, 1 EFA" in rows["GPU nodes (allocatable)"].found
+            gpus.fix
+            == f"`kubectl label node {node['metadata']['name']} role=gpu-worker` (the RayCluster's workers select it)"
         )
 
 
