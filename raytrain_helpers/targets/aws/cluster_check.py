@@ -3,12 +3,20 @@ create (``aws.existing_cluster``), read and put in the preflight's table, each r
 
 Rows: the cluster and its Kubernetes version; the Kubernetes API through this cluster's kubeconfig context; the
 KubeRay operator and its version; the NVIDIA and EFA device plugins; the GPU nodes' allocatable GPUs and EFA devices
-(and the ``role: gpu-worker`` label the RayCluster's workers select); NetworkPolicy enforcement (the vpc-cni
-add-on's ``enableNetworkPolicy``, :func:`.eks.existing.network_policy`); the EKS Pod Identity agent; the storage
-identity (the tutorial's bucket, role and association, or what of the same names is not the tutorial's).
+(and the ``role: gpu-worker`` label the RayCluster's workers select); NetworkPolicy enforcement (:func:`network_policy`:
+the Amazon VPC CNI's network policy agent is off unless the ``vpc-cni`` add-on's configuration sets
+``enableNetworkPolicy: "true"``: aws/amazon-vpc-cni-k8s b5218838 charts/aws-vpc-cni/values.yaml, passed to the agent
+as ``--enable-network-policy`` in templates/daemonset.yaml; the EKS add-on takes the chart's values as its
+``configurationValues``, EKS User Guide "Restrict Pod network traffic with Kubernetes network policies"); the EKS Pod
+Identity agent; the storage identity (the tutorial's bucket, role and association, or what of the same names is not
+the tutorial's).
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import yaml
 
 from ...clients import aws as aws_client
 from ...clients import kubernetes as kube
@@ -19,13 +27,59 @@ from ...plan.kube_objects import node_row
 from ...plan.plugins import CHARTS
 from ..base import Requirement
 from . import ownership
-from .eks.existing import network_policy
 from .kuberay import operator as kuberay_operator
 from .plugins import install as plugins
 from .plugins import owners
 from .storage import state as storage_state
 
 UPDATE_KUBECONFIG = "aws eks update-kubeconfig --name {name} --region {region}"
+
+
+VPC_CNI = "vpc-cni"
+NETWORK_POLICY_KEY = "enableNetworkPolicy"
+
+
+def network_policy(eks, settings: Settings) -> tuple[bool | None, str]:
+    """(enforced, the plain words with the fix): True, False, or None when it cannot be read from EKS."""
+    name = settings.aws.cluster_name
+    fix = (
+        f"Fix: `aws eks update-addon --cluster-name {name} --addon-name {VPC_CNI} --configuration-values "
+        f'\'{{"{NETWORK_POLICY_KEY}": "true"}}\' --resolve-conflicts PRESERVE` (VPC CNI 1.14 or later), or a CNI '
+        f"that enforces NetworkPolicies (Calico, Cilium)"
+    )
+    try:
+        resp = aws_client.essential_call(
+            eks, "describe_addon", absent=("ResourceNotFoundException",), clusterName=name, addonName=VPC_CNI
+        )
+    except aws_client.AwsCallError as e:
+        return None, f"unknown: the {VPC_CNI} add-on could not be read ({e})"
+    if resp is None:
+        return None, (
+            f"unknown: cluster {name} has no EKS {VPC_CNI} add-on (a self-managed CNI): EKS cannot say whether "
+            f"NetworkPolicies are enforced; `kubectl -n kube-system get daemonset aws-node -o yaml` shows "
+            f"--enable-network-policy. Without enforcement the namespace's default-deny NetworkPolicy is not "
+            f"applied and any pod may reach the Ray head. {fix}"
+        )
+    values = _values((resp.get("addon") or {}).get("configurationValues"))
+    on = str(values.get(NETWORK_POLICY_KEY, "false")).lower() == "true"
+    if on:
+        return True, f'enforced: the {VPC_CNI} add-on\'s configuration sets {NETWORK_POLICY_KEY}: "true"'
+    return False, (
+        f'NOT enforced: the {VPC_CNI} add-on\'s configuration does not set {NETWORK_POLICY_KEY}: "true", so the '
+        f"tutorial's NetworkPolicies (default-deny ingress in the namespace) are accepted but not applied: any pod "
+        f"may reach the Ray head and its dashboard. {fix}"
+    )
+
+
+def _values(text: Any) -> dict[str, Any]:
+    """The add-on's configurationValues (JSON or YAML text, as EKS keeps them)."""
+    if not text:
+        return {}
+    try:
+        doc = yaml.safe_load(str(text))
+    except yaml.YAMLError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def rows(settings: Settings, sess) -> list[Requirement]:
@@ -160,4 +214,4 @@ def _storage_row(settings: Settings, sess, c: dict) -> Requirement:
     return Requirement("storage identity", found, needed, "ok")
 
 
-__all__ = ["rows"]
+__all__ = ["NETWORK_POLICY_KEY", "VPC_CNI", "network_policy", "rows"]

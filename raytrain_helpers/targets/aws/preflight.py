@@ -56,6 +56,7 @@ from ...core.constants import EKSCTL_MIN_VERSION
 from ...core.settings import Settings
 from ...plan import learner_policy
 from ..base import PreflightResult, Requirement
+from . import cluster_check
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
 
@@ -407,11 +408,7 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
     if settings.aws.existing_cluster and sess is not None:  # the cluster the tutorial did not create, read
-        from .cluster_check import (
-            rows as cluster_rows,
-        )  # here: it reads Kubernetes, which the preflight otherwise never does
-
-        rows += cluster_rows(settings, sess)
+        rows += cluster_check.rows(settings, sess)
     return PreflightResult(target="aws", rows=rows)
 
 

@@ -7,66 +7,17 @@ configuration sets ``enableNetworkPolicy: "true"`` (aws/amazon-vpc-cni-k8s b5218
 ``enableNetworkPolicy: "false"``, passed to the agent as ``--enable-network-policy`` in templates/daemonset.yaml; the
 EKS add-on takes the chart's values as its ``configurationValues``, EKS User Guide "Restrict Pod network traffic with
 Kubernetes network policies"). Step 02 turns it on in the clusters it creates (manifests/eksctl-cluster.yaml.j2);
-in another cluster it is read with ``eks:DescribeAddon``.
+in another cluster :func:`..cluster_check.network_policy` reads it with ``eks:DescribeAddon``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
-from ....clients import aws as aws_client
-from ....core.settings import Settings
 from .. import ownership
+from ..cluster_check import network_policy
 from ..storage import bucket as storage
 from .state import AwsClusterResult, AwsContext, read_nodegroups
-
-VPC_CNI = "vpc-cni"
-NETWORK_POLICY_KEY = "enableNetworkPolicy"
-
-
-def network_policy(eks, settings: Settings) -> tuple[bool | None, str]:
-    """(enforced, the plain words with the fix): True, False, or None when it cannot be read from EKS."""
-    name = settings.aws.cluster_name
-    fix = (
-        f"Fix: `aws eks update-addon --cluster-name {name} --addon-name {VPC_CNI} --configuration-values "
-        f'\'{{"{NETWORK_POLICY_KEY}": "true"}}\' --resolve-conflicts PRESERVE` (VPC CNI 1.14 or later), or a CNI '
-        f"that enforces NetworkPolicies (Calico, Cilium)"
-    )
-    try:
-        resp = aws_client.essential_call(
-            eks, "describe_addon", absent=("ResourceNotFoundException",), clusterName=name, addonName=VPC_CNI
-        )
-    except aws_client.AwsCallError as e:
-        return None, f"unknown: the {VPC_CNI} add-on could not be read ({e})"
-    if resp is None:
-        return None, (
-            f"unknown: cluster {name} has no EKS {VPC_CNI} add-on (a self-managed CNI): EKS cannot say whether "
-            f"NetworkPolicies are enforced; `kubectl -n kube-system get daemonset aws-node -o yaml` shows "
-            f"--enable-network-policy. Without enforcement the namespace's default-deny NetworkPolicy is not "
-            f"applied and any pod may reach the Ray head. {fix}"
-        )
-    values = _values((resp.get("addon") or {}).get("configurationValues"))
-    on = str(values.get(NETWORK_POLICY_KEY, "false")).lower() == "true"
-    if on:
-        return True, f'enforced: the {VPC_CNI} add-on\'s configuration sets {NETWORK_POLICY_KEY}: "true"'
-    return False, (
-        f'NOT enforced: the {VPC_CNI} add-on\'s configuration does not set {NETWORK_POLICY_KEY}: "true", so the '
-        f"tutorial's NetworkPolicies (default-deny ingress in the namespace) are accepted but not applied: any pod "
-        f"may reach the Ray head and its dashboard. {fix}"
-    )
-
-
-def _values(text: Any) -> dict[str, Any]:
-    """The add-on's configurationValues (JSON or YAML text, as EKS keeps them)."""
-    if not text:
-        return {}
-    try:
-        doc = yaml.safe_load(str(text))
-    except yaml.YAMLError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def plan_or_up(
@@ -102,4 +53,4 @@ def plan_or_up(
     storage.up_into(res, s, ctx.sess, ctx.ident, c, assume_yes=assume_yes)
 
 
-__all__ = ["NETWORK_POLICY_KEY", "VPC_CNI", "network_policy", "plan_or_up"]
+__all__ = ["plan_or_up"]

@@ -21,8 +21,8 @@ from raytrain_helpers.clients import aws as aws_client  # noqa: E402
 from raytrain_helpers.plan import learner_policy  # noqa: E402
 from raytrain_helpers.plan.raycluster import NETWORK_POLICIES  # noqa: E402
 from raytrain_helpers.targets import aws  # noqa: E402
+from raytrain_helpers.targets.aws import cluster_check as existing  # noqa: E402
 from raytrain_helpers.targets.aws import common  # noqa: E402
-from raytrain_helpers.targets.aws.eks import existing  # noqa: E402
 from raytrain_helpers.targets.aws.kuberay import raycluster as kuberay  # noqa: E402
 from raytrain_helpers.targets.aws.plugins import install as plugins  # noqa: E402
 from tests.fakes.aws import moto_ext  # noqa: E402
