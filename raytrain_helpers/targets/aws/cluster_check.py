@@ -164,7 +164,8 @@ def _kubernetes_rows(settings: Settings) -> list[Requirement]:
 
 def _nodes_row(settings: Settings, nodes: list[dict]) -> Requirement:
     a = settings.aws
-    gpu = [node_row(n) for n in nodes if node_row(n)["gpus"] > 0]
+    typed = {id(n) for n in plugins.gpu_nodes(nodes, settings)}  # of the GPU type or labelled, with or without GPUs
+    gpu = [node_row(n) for n in nodes if id(n) in typed or node_row(n)["gpus"] > 0]
     found = "; ".join(f"{r['name']} ({r['instance_type']}): {r['gpus']} GPU, {r['efa']} EFA, role={r['role'] or '-'}"
                       for r in gpu) or "no node with allocatable nvidia.com/gpu"  # fmt: skip
     needed = f"{a.gpu_node_count} node(s) with {a.gpus_per_node} GPU and >= 1 EFA, labelled role=gpu-worker"

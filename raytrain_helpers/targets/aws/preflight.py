@@ -394,9 +394,10 @@ def permissions_row(settings: Settings, sess) -> Requirement:
     return Requirement(what, found, needed, "FAILED", fix, required=False)
 
 
-def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
+def preflight(settings: Settings, *, quota: bool = True, cluster: bool = True) -> PreflightResult:
     """Every row, in the order a learner fixes them: tools, credentials, then (with credentials and ``quota``) the
-    rows that ask AWS: the vCPU quota and the IAM permissions."""
+    rows that ask AWS: the vCPU quota and the IAM permissions; with ``aws.existing_cluster`` (and ``cluster``) what
+    the tutorial needs from that cluster (:mod:`.cluster_check`: each step stops on its own rows there)."""
     auth, calls_aws_cli = authenticator_row()
     rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
     rows += [eksctl_row(), helm_row(), kubectl_row(settings.aws.k8s_version)]
@@ -407,7 +408,7 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
     if quota and sess is not None:
         rows += quota_rows(settings, sess)
         rows.append(permissions_row(settings, sess))
-    if settings.aws.existing_cluster and sess is not None:  # the cluster the tutorial did not create, read
+    if cluster and settings.aws.existing_cluster and sess is not None:  # the cluster the tutorial did not create, read
         rows += cluster_check.rows(settings, sess)
     return PreflightResult(target="aws", rows=rows)
 
@@ -423,7 +424,7 @@ class PreflightError(aws_client.AwsError):
 def require(settings: Settings, before: str) -> PreflightResult:
     """Run the preflight before ``before`` (a billable step); :class:`PreflightError` when a required row failed
     (the table is printed first), one line when it passed."""
-    result = preflight(settings)
+    result = preflight(settings, cluster=False)  # the tools and the account: the cluster's own rows are its steps'
     if not result.ok:
         result.show()
         raise PreflightError(
