@@ -264,3 +264,27 @@ def test_network_policy_enforcement_is_read_from_the_vpc_cni_addon(srv, tmp_path
     del addons["vpc-cni"]
     on, words = existing.network_policy(eks, s)
     assert on is None and "has no EKS vpc-cni add-on (a self-managed CNI)" in words
+
+
+def test_down_keeps_the_tutorials_cluster_while_it_holds_a_node_group_of_someone_else(srv, tmp_path):
+    from tests.unit.targets.aws.test_glue import _cluster_up
+
+    s = _cluster_up(tmp_path)  # the tutorial's cluster, tagged through eksctl
+    eks = _c("eks")
+    assert eks.describe_cluster(name=NAME)["cluster"]["tags"]["raytrain-tutorial"] == NAME
+    gpu = eks.describe_nodegroup(clusterName=NAME, nodegroupName="gpu-efa")["nodegroup"]
+    assert gpu["tags"]["raytrain-tutorial"] == NAME  # the node group's `tags` reach the EKS node group
+    eks.create_nodegroup(
+        clusterName=NAME, nodegroupName="theirs", nodeRole=gpu["nodeRole"], subnets=gpu["subnets"],
+        scalingConfig={"minSize": 1, "maxSize": 1, "desiredSize": 1}, tags=THEIRS,
+    )  # fmt: skip
+    res = aws.cluster(s, "down", assume_yes=True)
+    assert res.ok, (res.problems, res.remaining)
+    assert [c["argv"][:2] for c in srv.eksctl_calls()][-1] == ["delete", "nodegroup"]  # only the tutorial's
+    assert sorted(eks.list_nodegroups(clusterName=NAME)["nodegroups"]) == ["system", "theirs"]
+    assert eks.describe_cluster(name=NAME)["cluster"]["status"] == "ACTIVE"
+    assert res.kept == [
+        f"EKS cluster {NAME}: kept - it holds node group(s) theirs the tutorial did not create, which "
+        "deleting the cluster would delete. Fix: remove them yourself if they are yours to remove, then run "
+        "`cluster down` again"
+    ]
