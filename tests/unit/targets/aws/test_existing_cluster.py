@@ -72,7 +72,6 @@ def test_check_reads_what_the_tutorial_needs_from_the_cluster(srv, tmp_path, mon
     _learners_cluster(network_policy=False)
     s = _settings(tmp_path)
     with standin("healthy", context=CONTEXT, set_env=True, release_labels={}, delay_s=0.05) as st:
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         rows = _rows(s)  # a cluster without device plugins and with NetworkPolicies not enforced
         assert rows["EKS cluster"].status == "ok" and "not created by the tutorial" in rows["EKS cluster"].found
         assert rows["cluster Kubernetes version"].status == "ok"
@@ -88,7 +87,6 @@ def test_check_reads_what_the_tutorial_needs_from_the_cluster(srv, tmp_path, mon
         assert "role absent (02 creates it)" in rows["storage identity"].found
     with standin("healthy", context=CONTEXT, set_env=True, release_labels={}, plugins_installed=True,
                  operator_installed=True, delay_s=0.05) as st:  # fmt: skip
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         rows = _rows(s)
         for what in ("KubeRay operator", "NVIDIA device plugin", "EFA device plugin", "GPU nodes (allocatable)"):
             assert rows[what].status == "ok", (what, rows[what])
@@ -96,7 +94,6 @@ def test_check_reads_what_the_tutorial_needs_from_the_cluster(srv, tmp_path, mon
     # GPU nodes without the label the RayCluster's workers select: named, with the command that labels them
     with standin("healthy", context=CONTEXT, set_env=True, release_labels={}, plugins_installed=True,
                  gpu_role_label=False, delay_s=0.05) as st:  # fmt: skip
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         gpus = _rows(s)["GPU nodes (allocatable)"]
         names = [n["metadata"]["name"] for n in st.objects("v1", "nodes") if "role" not in n["metadata"]["labels"]]
         assert gpus.status == "SHORT" and gpus.found.count("role=-") == 2, gpus
@@ -109,7 +106,6 @@ def test_02_to_08_in_an_existing_cluster_create_and_remove_only_the_tutorials(sr
     s = _settings(tmp_path)
     with standin("healthy", context=CONTEXT, set_env=True, release_labels={}, plugins_installed=True,
                  operator_installed=True, delay_s=0.05) as st:  # fmt: skip
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         res = aws.cluster(s, "up", assume_yes=True)
         assert res.ok, res.problems
         assert srv.eksctl_calls() == [] and _c("eks").list_nodegroups(clusterName=NAME)["nodegroups"] == ["gpus"]

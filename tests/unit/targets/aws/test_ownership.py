@@ -208,7 +208,6 @@ def test_every_lookalike_is_left_unchanged_from_02_to_08_and_the_run_says_why(sr
     assert _aws_snapshot() == before
     with standin("healthy", context=CONTEXT, set_env=True, plugins_installed=True, operator_installed=True,
                  release_labels={}, preload=_k8s_lookalikes(), delay_s=0.05) as st:  # fmt: skip
-        monkeypatch.setenv("KUBECONFIG", st.kubeconfig)
         k8s_before = _k8s_snapshot(st)
         # 03 in an existing cluster: read, nothing installed; without the setting: the releases are not upgraded
         r3 = plugins.devices(mine, **FAST)
