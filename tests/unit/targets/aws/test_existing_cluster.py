@@ -112,6 +112,9 @@ def test_02_to_08_in_an_existing_cluster_create_and_remove_only_the_tutorials(sr
         assert any("NetworkPolicy enforcement: enforced" in n for n in res.notes)
         assert any(a.startswith("created S3 bucket team-gpu-") for a in res.actions), res.actions
         assert _c("eks").list_pod_identity_associations(clusterName=NAME)["associations"]
+        bill = aws.billing(s)  # the learner's cluster is not the tutorial's cost: `down` keeps it
+        assert [r[0].split(" (")[0] for r in bill.rows] == [f"S3 bucket team-gpu-{ACCOUNT}-{R}"], bill.rows
+        assert "the cluster is yours (aws.existing_cluster: true)" in " ".join(bill.notes)
         r3 = plugins.devices(s, **FAST)
         assert r3.ok and "the device plugins are read, not installed" in r3.message
         assert kuberay.raycluster(s, **FAST).ok
