@@ -226,7 +226,7 @@ def test_the_aws_target_is_one_folder_per_step_each_naming_its_notebook():
         doc = ast.get_docstring(ast.parse((AWS / name / "__init__.py").read_text())) or ""
         assert re.search(r"notebooks? 0[1-8]|handout", doc), f"targets/aws/{name}/__init__.py names no notebook"
     loose = sorted(p.stem for p in AWS.glob("*.py") if p.stem != "__init__")
-    assert loose == ["commands", "common", "equivalents", "gate", "parts", "preflight"]
+    assert loose == ["cluster_check", "commands", "common", "equivalents", "gate", "ownership", "parts", "preflight"]
     layers = (REPO / "pyproject.toml").read_text().split('containers = ["raytrain_helpers.targets.aws"]')[0]
     layers = layers.rsplit("layers = [", 1)[1]
     assert sorted(re.findall(r"[a-z_]+", layers)) == sorted(folders + loose)

@@ -22,11 +22,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_settings_args(p)
     p.add_argument("--no-quota", action="store_true", help="skip the vCPU quota rows (aws: no AWS calls but STS)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument(
+        "--existing-cluster",
+        action="store_true",
+        help="aws: also read the existing EKS cluster the tutorial would run in (aws.existing_cluster: true) and list "
+        "what it needs from it, each with its fix; creates nothing",
+    )
     p.set_defaults(func=run_check)
 
 
 def run_check(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, existing_cluster=True if args.existing_cluster else None)
     result = for_settings(settings).preflight(settings, quota=not args.no_quota)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))

@@ -7,6 +7,7 @@ operator only this way, so helm must be on PATH there.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -119,11 +120,14 @@ def upgrade_install(
     namespace: str,
     values: dict[str, Any],
     create_namespace: bool = False,
+    labels: dict[str, str] | None = None,
     timeout_s: float = 600,
     digest_fix: str = "",
 ) -> subprocess.CompletedProcess:
     """``helm upgrade --install`` of one pinned chart version with these values (idempotent), from the archive
-    :func:`verified_archive` checked against ``digest`` (nothing is installed when it differs)."""
+    :func:`verified_archive` checked against ``digest`` (nothing is installed when it differs). ``labels``: the
+    release's own labels (``--labels``, helm 3.13 or later: helm/helm v3.13.0 cmd/helm/upgrade.go; kept on the
+    release's storage object and matched by ``helm list --selector``)."""
     with tempfile.TemporaryDirectory() as folder:
         archive = verified_archive(chart, repo, version, digest, Path(folder), fix=digest_fix)
         values_file = Path(folder) / "values.yaml"
@@ -131,7 +135,23 @@ def upgrade_install(
         args = ["upgrade", "--install", release, str(archive), "--namespace", namespace]
         if create_namespace:
             args.append("--create-namespace")
+        if labels:
+            args += ["--labels", ",".join(f"{k}={v}" for k, v in labels.items())]
         return run_helm([*args, "-f", str(values_file), *kube_args(client)], timeout_s=timeout_s)
+
+
+def releases(client, namespace: str, *, selector: str = "") -> list[str]:
+    """The names of the releases in ``namespace`` (every status), only those whose release labels match
+    ``selector`` when given (``helm list --all --output json --selector``, helm/helm v3.16.3 cmd/helm/list.go)."""
+    args = ["list", "--all", "--namespace", namespace, "--output", "json"]
+    if selector:
+        args += ["--selector", selector]
+    proc = run_helm([*args, *kube_args(client)], timeout_s=120)
+    try:
+        found = json.loads(proc.stdout or "[]") or []
+    except ValueError as e:
+        raise K8sError(f"helm list printed no JSON: {e}: {proc.stdout[:200]!r}") from None
+    return [str(r.get("name")) for r in found if isinstance(r, dict)]
 
 
 def uninstall(client, release: str, namespace: str, *, timeout_s: float = 600) -> subprocess.CompletedProcess:
@@ -144,6 +164,7 @@ __all__ = [
     "executable",
     "index_digest",
     "kube_args",
+    "releases",
     "run_helm",
     "sha256_of",
     "show_chart",

@@ -80,6 +80,13 @@ class AwsSettings(SettingsGroup):
     groups, the device plugins and the KubeRay operator belong to the facilitator. Steps 02 and 03 only read them,
     04 applies only this attendee's RayCluster, and 08 deletes only this attendee's RayCluster and RayJob; creating
     or deleting anything cluster-wide is refused. `false` = this folder owns the cluster."""
+    existing_cluster: bool = False
+    """`true`: run the tutorial in an EKS cluster it did not create (yours, named by `cluster_name` in `region`).
+    Step 02 then creates no cluster and no node group (only the checkpoint storage), 03 installs no device plugin
+    (it reads the nodes' GPUs and EFA devices), and 08 removes only what the tutorial put in (its bucket, role and
+    Pod Identity association, its Helm releases, its namespace and RayCluster), never the cluster or its node
+    groups. `raytrain-tutorial check --target aws --existing-cluster` lists what the cluster lacks. `false` = 02
+    creates the cluster and 08 deletes it; a cluster of that name the tutorial did not create is refused."""
 
     @field_validator("cluster_name")
     @classmethod

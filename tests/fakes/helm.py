@@ -26,6 +26,9 @@ below are files of that tag unless named otherwise.
     ``app.kubernetes.io/name: kuberay-operator``, image ``quay.io/kuberay/operator:v1.7.0``, and ``crds/`` (helm
     creates those CRDs on install, never on upgrade).
   The EFA allowlist here is the stand-in's EFA-capable types (the published one has 303 types).
+* ``--labels K=V,...`` on ``upgrade --install`` labels the release record (merged over its labels on an upgrade);
+  ``list --all --namespace NS --output json [--selector K=V,...]`` lists the namespace's releases whose labels match
+  (helm/helm v3.16.3 cmd/helm/upgrade.go, cmd/helm/list.go).
 * ``uninstall RELEASE --namespace NS`` deletes the release's objects; an unknown release fails as helm does
   (``Error: uninstall: Release not loaded: NAME: release: not found``, exit 1: ``pkg/action/uninstall.go`` ``Run``,
   ``pkg/storage/driver/driver.go`` ``ErrReleaseNotFound``); the release record is the Secret
@@ -275,13 +278,17 @@ def kuberay_crds() -> list[dict]:
 RENDER = {"nvidia-device-plugin": _nvidia, "aws-efa-k8s-device-plugin": _efa, "kuberay-operator": _kuberay}
 
 
-def release_objects(release: str, chart: str, ns: str, version: str, values: dict) -> list[dict]:
+def release_objects(
+    release: str, chart: str, ns: str, version: str, values: dict, labels: dict | None = None
+) -> list[dict]:
     """What ``helm upgrade --install`` leaves in the cluster for one release: the chart's objects and the release
-    record (the CRDs of ``crds/`` aside)."""
+    record (the CRDs of ``crds/`` aside); ``labels``: the release's own (``--labels``) on the record."""
     # the NVIDIA and KubeRay images are tagged v<chart version>; the EFA chart names its image tag itself
     app_version = version if chart == "aws-efa-k8s-device-plugin" else version.removeprefix("v")
     objects = RENDER[chart](release, ns, app_version, values)
-    return [*objects, _release_record(release, ns, chart, version, objects)]
+    record = _release_record(release, ns, chart, version, objects)
+    record["metadata"]["labels"] = {**(labels or {}), **record["metadata"]["labels"]}
+    return [*objects, record]
 
 
 # ---- the cluster, through the kubeconfig helm was given -------------------------------------------------------
@@ -351,7 +358,7 @@ def _release_record(release: str, ns: str, chart: str, version: str, objects: li
 
 def _opts(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     pos, opts, i = [], {"-f": []}, 0
-    flags = {"--install", "--create-namespace", "--short"}
+    flags = {"--install", "--create-namespace", "--short", "--all"}
     while i < len(argv):
         a = argv[i]
         if a in flags:
@@ -451,12 +458,18 @@ def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
             return 1
         api.apply(namespace)
     record = _release_record(release, ns, chart, version, [])
-    first = api.get(record) is None
+    old = api.get(record)
+    first = old is None
+    # --labels: the release's own labels, merged over the old ones on an upgrade (helm/helm v3.16.3
+    # cmd/helm/upgrade.go "Original release labels will be merged with upgrade labels"; pkg/storage/driver
+    # newSecretsObject puts them beside helm's own owner/name/status/version)
+    labels = {} if first else dict((old.get("metadata") or {}).get("labels") or {})
+    labels.update(dict(kv.split("=", 1) for kv in (opts.get("--labels") or "").split(",") if "=" in kv))
     if chart == "kuberay-operator" and first:
         for crd in kuberay_crds():
             if api.get(crd) is None:
                 api.apply(crd)
-    for obj in release_objects(release, chart, ns, version, values):
+    for obj in release_objects(release, chart, ns, version, values, labels):
         api.apply(obj)
     print(f'Release "{release}" has been {"installed" if first else "upgraded"}. Happy Helming!')
     return 0
@@ -479,6 +492,25 @@ def uninstall(pos: list[str], opts: dict[str, Any]) -> int:
     return 0
 
 
+def list_releases(opts: dict[str, Any]) -> int:
+    """``list --all --namespace NS --output json [--selector K=V,...]``: the releases of the namespace whose release
+    labels match (helm/helm v3.16.3 cmd/helm/list.go: ``name``, ``namespace``, ``status``, ``chart`` ...)."""
+    ns = opts.get("--namespace", "default")
+    api = Api(opts.get("--kubeconfig"), opts.get("--kube-context"))
+    items = (api.call("GET", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=owner%3Dhelm") or {}).get("items")
+    wanted = dict(kv.split("=", 1) for kv in (opts.get("--selector") or "").split(",") if "=" in kv)
+    out = []
+    for cm in items or []:
+        labels = (cm.get("metadata") or {}).get("labels") or {}
+        if labels.get("owner") != "helm" or any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        data = cm.get("data") or {}
+        chart = f"{data.get('chart', '')}-{data.get('version', '')}"
+        out.append({"name": labels.get("name"), "namespace": ns, "status": labels.get("status"), "chart": chart})
+    print(json.dumps(out))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     log = os.environ.get("FAKE_HELM_LOG")
     if log:
@@ -491,6 +523,8 @@ def main(argv: list[str]) -> int:
         return 0
     if pos[:1] == ["upgrade"] and opts.get("--install") and len(pos) == 3:
         return upgrade_install(pos, opts)
+    if pos[:1] == ["list"] and opts.get("--output") == "json":
+        return list_releases(opts)
     if pos[:1] == ["uninstall"] and len(pos) == 2:
         return uninstall(pos, opts)
     if pos[:2] == ["show", "chart"] and len(pos) == 3:

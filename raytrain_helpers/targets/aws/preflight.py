@@ -66,13 +66,16 @@ from ...core.settings import Settings
 from ...core.validation import ConfigError
 from ...plan import charts, iam, learner_policy
 from ..base import PreflightResult, Requirement
+from . import cluster_check
 from .placement.quotas import QUOTA_CLASSES, QuotaState, quota_class, quota_limit
 from .placement.region_scan import InstanceFacts, instance_facts
 
 AWS_CLI_V2_MIN = "2.12.3"
-HELM_MIN_MAJOR = 3
 #: The newest helm accepted: the release tests/fakes/helm.py models (helm/helm tag v4.2.4, commit 3900f434).
 HELM_MODELLED = "4.2.4"
+#: ``--labels`` on ``helm upgrade --install`` (how a release is marked as the tutorial's) came in helm v3.13.0
+#: (helm/helm v3.13.0 cmd/helm/upgrade.go; helm 4 keeps it: v4.2.4 pkg/cmd/upgrade.go).
+HELM_MIN = "3.13.0"
 #: eksctl writes the v1beta1 exec API for aws-iam-authenticator from this version on (kubeconfig.go).
 AUTHENTICATOR_MIN = "0.5.3"
 #: Seconds one ``--version`` may take (AWS CLI v1 starts Python: about a second).
@@ -96,8 +99,8 @@ EKSCTL_FIX = (
     "release)"
 )
 HELM_FIX = (
-    "install helm 3.x to 4.2.4 (the newest release the tutorial is tested against): https://helm.sh/docs/intro/"
-    "install/ with that release's binary (https://github.com/helm/helm/releases/tag/v4.2.4); steps 03 and 04 "
+    "install helm 3.13 to 4.2.4 (4.2.4 is the newest release the tutorial is tested against): https://helm.sh/docs/"
+    "intro/install/ with that release's binary (https://github.com/helm/helm/releases/tag/v4.2.4); steps 03 and 04 "
     "install the device plugins and the KubeRay operator with it"
 )
 KUBECTL_FIX = (
@@ -229,14 +232,16 @@ def eksctl_row() -> Requirement:
 
 
 def helm_row() -> Requirement:
-    needed = f"{HELM_MIN_MAJOR}.0.0 to {HELM_MODELLED}"
+    needed = f"{HELM_MIN} to {HELM_MODELLED}"
     path, version, said = tool_version(["helm", "version", "--short"], parse_helm)
     if path is None:
         return Requirement("helm", "not on PATH", needed, "MISSING", HELM_FIX)
     if version is None:
         return _unreadable("helm", path, said, needed, HELM_FIX)
     found = version_tuple(version)
-    status = "TOO OLD" if found[0] < HELM_MIN_MAJOR else "TOO NEW" if found > version_tuple(HELM_MODELLED) else "ok"
+    status = (
+        "TOO OLD" if found < version_tuple(HELM_MIN) else "TOO NEW" if found > version_tuple(HELM_MODELLED) else "ok"
+    )
     return Requirement("helm", version, needed, status, "" if status == "ok" else HELM_FIX)
 
 
@@ -464,9 +469,10 @@ def _simulate(settings: Settings, iam_api, source: str, account: str, wanted: li
     return results
 
 
-def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
+def preflight(settings: Settings, *, quota: bool = True, cluster: bool = True) -> PreflightResult:
     """Every row, in the order a learner fixes them: tools, credentials, then (with credentials and ``quota``) the
-    rows that ask AWS: the vCPU quota and the IAM permissions."""
+    rows that ask AWS: the vCPU quota and the IAM permissions; with ``aws.existing_cluster`` (and ``cluster``) what
+    the tutorial needs from that cluster (:mod:`.cluster_check`: each step stops on its own rows there)."""
     auth, calls_aws_cli = authenticator_row()
     rows = [aws_cli_row(token_command=calls_aws_cli)] + ([auth] if auth else [])
     helm = helm_row()
@@ -482,6 +488,8 @@ def preflight(settings: Settings, *, quota: bool = True) -> PreflightResult:
         rows.append(image_row(settings))
     if quota and helm.status == "ok":
         rows += chart_rows(settings)
+    if cluster and settings.aws.existing_cluster and sess is not None:  # the cluster the tutorial did not create, read
+        rows += cluster_check.rows(settings, sess)
     return PreflightResult(target="aws", rows=rows)
 
 
@@ -524,7 +532,7 @@ class PreflightError(aws_client.AwsError):
 def require(settings: Settings, before: str) -> PreflightResult:
     """Run the preflight before ``before`` (a billable step); :class:`PreflightError` when a required row failed
     (the table is printed first), one line when it passed."""
-    result = preflight(settings)
+    result = preflight(settings, cluster=False)  # the tools and the account: the cluster's own rows are its steps'
     if not result.ok:
         result.show()
         raise PreflightError(

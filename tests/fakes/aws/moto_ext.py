@@ -393,6 +393,8 @@ def _create_addon(self):  # noqa: ANN001
     name = self._get_param("addonName")
     FAKE.calls.append(("CreateAddon", self.region))
     addon = {"addonName": name, "clusterName": cluster, "status": "ACTIVE", "addonVersion": "v1.0.0-eksbuild.1"}
+    if self._get_param("configurationValues"):  # kept and returned as sent (EKS API: CreateAddon, DescribeAddon)
+        addon["configurationValues"] = self._get_param("configurationValues")
     with FAKE.lock:
         FAKE.addons.setdefault((self.region, cluster), {})[name] = addon
     return ActionResult({"addon": addon})

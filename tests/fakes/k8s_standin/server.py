@@ -273,6 +273,9 @@ DEFAULTS: dict[str, Any] = dict(
     ray_version="2.58.0",
     kuberay_version="1.7.0",  # the preinstalled operator's image tag
     helm=True,  # with set_env: the fake helm (tests/fakes/helm.py), pointed at this cluster, first on PATH
+    # the release labels of the preinstalled plugin and operator releases: the tutorial's own (as 03/04 install them,
+    # `helm upgrade --install --labels`); {} = releases of the same names someone else installed
+    release_labels={"raytrain-tutorial": "raytrain-tutorial"},
     pull_s=0.0,  # how long the kubelet takes to pull a new pod's images (after delay_s)
     nvidia_driver="580.95.05",  # the GPU nodes' NVIDIA driver, as nvidia-smi prints it (a dict: per node)
     context="standin",
@@ -711,6 +714,7 @@ class Cluster:
                 "kuberay-system",
                 o["kuberay_version"],
                 {"nodeSelector": {"role": "system"}},
+                o["release_labels"],
             ):
                 self.put(obj)
                 obj["_t"] = time.monotonic() - 3600
@@ -766,7 +770,8 @@ class Cluster:
                 {"nodeSelector": gpu, "tolerations": tol[1:]},
             ),
         ]
-        return [obj for r in releases for obj in fake_helm.release_objects(*r[:2], "kube-system", *r[2:])]
+        labels = self.o["release_labels"]
+        return [obj for r in releases for obj in fake_helm.release_objects(*r[:2], "kube-system", *r[2:], labels)]
 
     def _static_pod(self, ns: str, name: str, node: str, labels: dict, requests: dict) -> None:
         pod = {

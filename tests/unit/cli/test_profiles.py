@@ -107,3 +107,11 @@ def test_cost_prices_the_article_profile_without_a_bucket(tmp_path, monkeypatch,
     assert "placeholder" in capsys.readouterr().err
     assert cli.main(["cost", *profile, "-p", "region", "nowhere"]) == 2
     assert "aws.region" in capsys.readouterr().err
+
+
+def test_the_existing_cluster_profile_says_the_cluster_is_the_learners():
+    s = loading.load(
+        REPO / "env.yaml", files=[REPO / "profiles" / "aws-existing-cluster.yaml"], environ={},
+        check_installed_ray=False, cluster_name="team-gpu",
+    )  # fmt: skip
+    assert s.target == "aws" and s.aws.existing_cluster is True and s.aws.cluster_name == "team-gpu"

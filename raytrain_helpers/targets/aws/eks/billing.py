@@ -13,6 +13,7 @@ from ....clients import aws as aws_client
 from ....core.config import Settings
 from ....plan import cost, iam
 from ...base import BillingResult
+from .. import ownership
 from ..placement.probe import probe_reservations
 from ..storage.state import ABSENT, bucket_state
 from .state import AwsContext
@@ -39,12 +40,21 @@ def billing(settings: Settings, *, context: AwsContext | None = None) -> Billing
     prices = cost.load()
     res = BillingResult(where=f"AWS account {ctx.ident.account}, {ctx.region}", stop_command=stop_command(settings))
     c = ctx.cluster()
+    theirs = c is not None and (ownership.existing(settings) or not ownership.owned(c.get("tags"), settings))
+    if theirs:  # not the tutorial's to stop: `down` keeps it, so it is not listed as the tutorial's cost
+        res.notes.append(
+            f"EKS cluster {a.cluster_name}, its node groups and VPC are not listed: "
+            + ("the cluster is yours (aws.existing_cluster: true)" if ownership.existing(settings) else
+               ownership.not_ours(f"EKS cluster {a.cluster_name}", settings))
+        )  # fmt: skip
+        c = None
     if c is not None:
         plane = next(r for r in cost.estimate(settings, ctx.region).rows if r[0].startswith("EKS control plane"))
         _add(res, f"EKS cluster {a.cluster_name} ({c['status']})", "1", float(plane[2]))
         for ng in aws_client.paginate(ctx.eks, "list_nodegroups", "nodegroups", clusterName=a.cluster_name):
             _nodegroup_row(ctx, res, prices, ng)
-    _nat_rows(ctx, res, prices)
+    if not theirs:
+        _nat_rows(ctx, res, prices)
     _reservation_rows(ctx, res, prices)
     _bucket_row(ctx, res, settings)
     if res.rows:

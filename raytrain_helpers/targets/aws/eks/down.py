@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ....clients import aws as aws_client
 from ....clients.eksctl import eksctl_path
 from ....clients.kubernetes import cluster_context
 from ....core.config import Settings
 from ....core.tables import table
 from ....plan.eksctl import NOT_FOUND
 from ....plan.raycluster import OPERATOR_NAMESPACE
-from .. import common
+from .. import common, ownership
 from ..kuberay import raycluster as kuberay
 from ..placement.capacity import cancel_probe_reservations, probe_reservations
 from ..plugins import install as plugins
@@ -53,7 +54,7 @@ def delete(
     a = settings.aws
     c = ctx.cluster()
     res.cluster_status = c["status"] if c else NOT_FOUND
-    gpu_status = ctx.nodegroup_status(a.gpu_nodegroup_name) if c else NOT_FOUND
+    c, gpu_status = _owned(ctx, res, c)
     try:
         probes = [cr["CapacityReservationId"] for cr in probe_reservations(ctx.ec2)]
     except Exception:  # noqa: BLE001 - listing may be denied; leftovers() reports it
@@ -82,7 +83,41 @@ def delete(
     res.nodegroups = read_nodegroups(ctx) if res.cluster_status != NOT_FOUND else []
     left = leftovers(ctx)
     res.remaining = [x for x in left if a.gpu_nodegroup_name in x] if nodegroup_only else left
+    if res.kept:  # what is kept on purpose is no leftover: only the tutorial's own count
+        res.remaining = [x for x in res.remaining if x.startswith("probe capacity reservation")]
     return res
+
+
+def _owned(ctx: AwsContext, res: AwsClusterResult, c: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    """The cluster and the GPU node group's status as far as they are the tutorial's to delete (None / NOT_FOUND
+    otherwise); what is left alone goes to ``res.kept`` with the reason."""
+    s = ctx.settings
+    name, ng_name = s.aws.cluster_name, s.aws.gpu_nodegroup_name
+    if c is None:
+        return None, NOT_FOUND
+    ng = ctx.nodegroup(ng_name)
+    if ownership.existing(s) or not ownership.owned(c.get("tags"), s):
+        why = (
+            f"{ownership.SETTING} is true: the cluster is yours"
+            if ownership.existing(s)
+            else ownership.not_ours(f"EKS cluster {name}", s)
+        )
+        res.kept.append(f"EKS cluster {name}, its node groups and eksctl stacks: {why}")
+        return None, NOT_FOUND
+    gpu_status = ng["status"] if ng else NOT_FOUND
+    if ng is not None and not ownership.owned(ng.get("tags"), s):
+        res.kept.append(ownership.not_ours(f"node group '{ng_name}' of EKS cluster {name}", s))
+        gpu_status = NOT_FOUND
+    names = aws_client.paginate(ctx.eks, "list_nodegroups", "nodegroups", clusterName=name)
+    foreign = [n for n in names if n != ng_name and not ownership.owned((ctx.nodegroup(n) or {}).get("tags"), s)]
+    if foreign or gpu_status == NOT_FOUND and ng is not None:
+        res.kept.append(
+            f"EKS cluster {name}: kept - it holds node group(s) {', '.join(foreign or [ng_name])} the tutorial did "
+            f"not create, which deleting the cluster would delete. Fix: remove them yourself if they are yours to "
+            f"remove, then run `cluster down` again"
+        )
+        return None, gpu_status
+    return c, gpu_status
 
 
 def _deletions(
@@ -194,7 +229,7 @@ class AwsTeardownResult:
             print(self.refused)
             return
         table(
-            [(name, "gone" if ok else "LEFT", ev) for name, ok, ev in self.steps],
+            [(name, ("kept" if "kept" in ev else "gone") if ok else "LEFT", ev) for name, ok, ev in self.steps],
             ["what", "state", "evidence"],
             title="teardown (reverse order)",
             max_width=90,
@@ -203,6 +238,8 @@ class AwsTeardownResult:
             storage.show_kept(self.parts["storage"].kept)
         c = self.parts.get("cluster")
         if c is not None:
+            for k in c.kept:
+                print(f"kept: {k}")
             print("left in the account: " + ("nothing" if not c.remaining else ""))
             for r in c.remaining:
                 print(f"  - {r}")
@@ -210,7 +247,13 @@ class AwsTeardownResult:
                 print(f"cause: {x}")
             for x in c.problems:
                 print(f"PROBLEM: {x}")
-        print("teardown:", "everything is gone" if self.ok else "NOT complete (see LEFT above); re-run to retry")
+        kept = c is not None and c.kept or self.parts.get("storage") is not None and self.parts["storage"].kept
+        done = (
+            "everything the tutorial created is gone; what it did not create is kept (above)"
+            if kept
+            else ("everything is gone")
+        )
+        print("teardown:", done if self.ok else "NOT complete (see LEFT above); re-run to retry")
 
 
 @dataclass
@@ -293,7 +336,7 @@ def _kubernetes_teardown(
     op = [(o, st) for o, st in kr.deleted if not o.startswith(("RayCluster", "pods"))]
     out = []
     for row, listed in ((rows.raycluster, rc), (rows.operator, op)):
-        gone = bool(listed) and all(st == "absent" for _, st in listed)
+        gone = bool(listed) and all(st == "absent" or st.startswith("kept") for _, st in listed)
         out.append((row, gone, "; ".join(f"{o}: {st}" for o, st in listed) or kr.message))
     pl = plugins.teardown(settings, assume_yes=True)
     parts["plugins"] = pl
@@ -310,7 +353,7 @@ def _summary(
     nodegroup_only: bool,
 ) -> list[tuple[str, bool, str]]:
     """Notebook 08's rows: the Kubernetes ones, the node group, the cluster (unless ``nodegroup_only``)."""
-    name = settings.aws.gpu_nodegroup_name
+    name, cl = settings.aws.gpu_nodegroup_name, settings.aws.cluster_name
     cluster_gone = res.cluster_status == NOT_FOUND
     # what the API could not delete went with the cluster when the cluster is gone (verified by EKS)
     steps = [
@@ -319,9 +362,15 @@ def _summary(
     ]
     ng_left = [x for x in res.remaining if f"node group {name} " in x or f"nodegroup-{name}" in x]
     ng_done = any(name in x and x.startswith("deleted") for x in res.actions)
+    ng_kept = [k for k in res.kept if f"node group '{name}'" in k or k.startswith(f"EKS cluster {cl}, its")]
     ng_evidence = "; ".join(ng_left) or ("deleted, then checked: absent" if ng_done else "absent (nothing to delete)")
+    ng_evidence = "kept: " + "; ".join(ng_kept) if ng_kept and not ng_done else ng_evidence
     steps.append((rows.nodegroup, not ng_left and not any(name in p for p in res.problems), ng_evidence))
     if nodegroup_only:
+        return steps
+    cl_kept = [k for k in res.kept if k.startswith(f"EKS cluster {cl}")]
+    if cl_kept:
+        steps.append((rows.cluster, not res.problems, "kept: " + "; ".join(cl_kept)))
         return steps
     others = [x for x in res.remaining if x not in ng_left]
     cl_done = any(x.startswith("deleted EKS cluster") for x in res.actions)

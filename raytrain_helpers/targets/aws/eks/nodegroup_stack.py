@@ -28,14 +28,14 @@ from typing import Any
 
 from ....clients import aws as aws_client
 from ....core.config import Settings
-from .. import common
+from .. import common, ownership
 
 #: Stack statuses of a create that failed: eksctl skips the node group while its stack is in one of them.
 FAILED_STACK = ("ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED")
 #: Stack statuses CloudFormation is still moving out of: eksctl stops waiting at ROLLBACK_IN_PROGRESS and exits.
 MOVING_STACK = ("CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS")
 #: The tag the tutorial puts on every node group it renders (manifests/eksctl-*.yaml.j2 ``tags``).
-TUTORIAL_TAG = "raytrain-tutorial"
+TUTORIAL_TAG = ownership.TAG_KEY
 CLUSTER_TAG = "alpha.eksctl.io/cluster-name"
 NODEGROUP_TAG = "alpha.eksctl.io/nodegroup-name"
 #: EKS's reason when the node group's Auto Scaling group cannot launch On-Demand instances (the stack event's
@@ -133,8 +133,11 @@ def not_ours(stack: NodegroupStack, settings: Settings) -> str | None:
     a, t = settings.aws, stack.tags
     if t.get(CLUSTER_TAG) != a.cluster_name or t.get(NODEGROUP_TAG) != a.gpu_nodegroup_name:
         return f"its tags {CLUSTER_TAG}/{NODEGROUP_TAG} are not {a.cluster_name}/{a.gpu_nodegroup_name}"
-    if TUTORIAL_TAG not in t:
-        return f"it has no {TUTORIAL_TAG} tag: the tutorial did not create it"
+    if not ownership.owned(t, settings):
+        return (
+            f"it has no {TUTORIAL_TAG} tag for this cluster ({TUTORIAL_TAG}={a.cluster_name}): the tutorial did not "
+            f"create it"
+        )
     return None
 
 

@@ -43,6 +43,7 @@ class AwsClusterResult:
     config_files: dict[str, str] = field(default_factory=dict)
     actions: list[str] = field(default_factory=list)  # planned (plan) or done (up/down)
     remaining: list[str] = field(default_factory=list)  # down: what is still there
+    kept: list[str] = field(default_factory=list)  # down: what was left on purpose (not the tutorial's), and why
     causes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -103,6 +104,8 @@ class AwsClusterResult:
             print("actions " + ("planned (nothing was created):" if self.action == "plan" else "taken:"))
             for a in self.actions:
                 print(f"  - {a}")
+        for k in self.kept:
+            print(f"kept: {k}")
         if self.action == "down":
             print("left in the account: " + ("nothing" if not self.remaining else ""))
             for r in self.remaining:

@@ -28,11 +28,12 @@ from ....plan.eksctl import (
     render_gpu_nodegroup_config,
 )
 from ...base import check_action
-from .. import common
+from .. import common, ownership
 from ..plugins import install as plugins
 from ..plugins import owners as device_owners
 from ..storage import bucket as storage
 from ..storage import gate as storage_gate
+from . import existing
 from .create import EXECUTORS, UpInputs, execute_actions, fail
 from .down import delete
 from .placement import gpu_placement, observe
@@ -92,6 +93,12 @@ def _plan_or_up(ctx: AwsContext, res: AwsClusterResult, *, execute: bool, assume
     s = ctx.settings
     c = ctx.cluster()
     res.cluster_status = c["status"] if c else NOT_FOUND
+    if ownership.existing(s):
+        existing.plan_or_up(ctx, res, c, execute=execute, assume_yes=assume_yes)
+        return
+    if c is not None and not ownership.owned(c.get("tags"), s):
+        res.problems.append(ownership.cluster_refusal(s, c))  # before anything is read, rendered or created
+        return
     offering, zones = gpu_placement(ctx, res, execute=execute)
     observed = observe(ctx, res, c, offering)
     ranked = [z for z in (common.load_placement(s) or {}).get("ranked_azs") or [] if z in offering]

@@ -25,6 +25,7 @@ from ....plan.raycluster import (
     OPERATOR_RELEASE,
     operator_helm_values,
 )
+from .. import ownership
 
 CRD_API = "apiextensions.k8s.io/v1"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
@@ -41,6 +42,15 @@ def find_operator(client) -> dict | None:
 def install_operator(client, settings: Settings, *, log=print) -> str:
     """``helm upgrade --install`` of the pinned chart (idempotent); returns how."""
     version = settings.versions.kuberay_version
+    if ownership.release_state(client, OPERATOR_RELEASE, OPERATOR_NAMESPACE, settings) == ownership.NOT_OURS:
+        raise kube.K8sError(
+            ownership.not_ours(
+                f"Helm release {OPERATOR_RELEASE} in namespace {OPERATOR_NAMESPACE}", settings, "release label"
+            )
+            + f": it is not upgraded to kuberay-operator {version}. Fix: upgrade that release to {version} yourself "
+            f"(the RayCluster needs the operator at versions.kuberay_version), or set versions.kuberay_version to "
+            f"the version it runs"
+        )
     helm.upgrade_install(
         client,
         release=OPERATOR_RELEASE,
@@ -52,6 +62,7 @@ def install_operator(client, settings: Settings, *, log=print) -> str:
         namespace=OPERATOR_NAMESPACE,
         values=operator_helm_values(settings),
         create_namespace=True,
+        labels=ownership.helm_labels(settings),
     )
     log(f"helm: {OPERATOR_CHART} {version} installed in {OPERATOR_NAMESPACE} as release {OPERATOR_RELEASE}")
     return f"helm chart {OPERATOR_CHART} {version}"
@@ -91,18 +102,40 @@ def is_tutorial_release(dep: dict | None) -> bool:
     )
 
 
-def uninstall_operator(client, log) -> None:
-    """``helm uninstall`` of the tutorial's release; an operator that is not that release (someone else's) is kept.
-    The CRDs stay: Helm never deletes a chart's ``crds/`` (``eksctl delete cluster`` does)."""
+def operator_is_ours(client, settings: Settings, operator: dict | None) -> bool:
+    """The operator Deployment is the tutorial's Helm release and that release carries the tutorial's label for this
+    cluster (:func:`..ownership.release_state`)."""
+    if not is_tutorial_release(operator):
+        return False
+    namespace = namespace_of(operator or {}) or OPERATOR_NAMESPACE
+    return ownership.release_state(client, OPERATOR_RELEASE, namespace, settings) == ownership.OURS
+
+
+def uninstall_operator(client, log, settings: Settings) -> bool:
+    """``helm uninstall`` of the tutorial's release; an operator that is not that release (someone else's) is kept,
+    and said. The CRDs stay: Helm never deletes a chart's ``crds/`` (``eksctl delete cluster`` does). Returns
+    whether it uninstalled."""
     operator = find_operator(client)
     if operator is None:
-        return
-    if not is_tutorial_release(operator):
-        log(f"KubeRay operator {namespace_of(operator)}/{name_of(operator)} kept: not the tutorial's Helm release")
-        return
+        return False
+    if not operator_is_ours(client, settings, operator):
+        log(
+            ownership.not_ours(
+                f"KubeRay operator {namespace_of(operator)}/{name_of(operator)} (Helm release "
+                f"{helm_release_name(operator) or 'none'})",
+                settings,
+                "release label",
+            )
+        )
+        return False
     namespace = namespace_of(operator) or OPERATOR_NAMESPACE
     helm.uninstall(client, OPERATOR_RELEASE, namespace)
     log(f"helm uninstall {OPERATOR_RELEASE} -n {namespace}")
+    return True
+
+
+def helm_release_name(dep: dict | None) -> str:
+    return (((dep or {}).get("metadata") or {}).get("annotations") or {}).get("meta.helm.sh/release-name", "")
 
 
 __all__ = [
@@ -112,7 +145,9 @@ __all__ = [
     "diagnose_operator",
     "find_operator",
     "install_operator",
+    "helm_release_name",
     "is_tutorial_release",
+    "operator_is_ours",
     "operator_version",
     "uninstall_operator",
 ]

@@ -24,6 +24,8 @@ from ....clients import kubernetes as kube
 from ....core.config import Settings
 from ....core.constants import DASHBOARD_PORT
 from ....plan.kube_objects import (
+    PART_OF,
+    PART_OF_LABEL,
     is_part_of_tutorial,
     name_of,
     namespace_of,
@@ -135,6 +137,11 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
     problems = preflight(run.client, run.settings, run.obj, operator_present=operator is not None)
     if problems:
         return run.failed("the nodes cannot host the RayCluster; nothing was applied", problems=problems)
+    foreign = _not_the_tutorials(run)
+    if foreign:
+        return run.failed(
+            "objects of the tutorial's names exist and are not the tutorial's; nothing was applied", problems=foreign
+        )
     refused = _replace_changed_cluster(run)
     if refused is not None:
         return refused
@@ -163,6 +170,26 @@ def _roll_out(run: _Rollout) -> KubeRayResult:
             install_method=method,
         )
     return _wait_for_pods(run, method, events)
+
+
+def _not_the_tutorials(run: _Rollout) -> list[str]:
+    """The objects 04 would apply over (the RayCluster, its ServiceAccount, the NetworkPolicies) that exist without
+    the tutorial's label: each a line saying it is left as it is, with the fix. Applying over them would change
+    someone else's objects."""
+    s = run.settings
+    ns = s.kubernetes.namespace
+    mine = [run.obj, storage_state.service_account(s), *render_network_policies(s)]
+    out = []
+    for obj in mine:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        found = kube.get(run.client, obj["apiVersion"], kind, name, ns)
+        if found is not None and not is_part_of_tutorial(found):
+            out.append(
+                f"{kind} {ns}/{name}: left as it is - not created by the tutorial (no label {PART_OF_LABEL}="
+                f"{PART_OF}); the tutorial never changes or deletes it. Fix: choose another kubernetes.namespace "
+                f"(or kubernetes.ray_cluster_name / service_account), or remove it if it is yours to remove"
+            )
+    return out
 
 
 def _replace_changed_cluster(run: _Rollout) -> KubeRayResult | None:
@@ -196,6 +223,13 @@ def _replace_changed_cluster(run: _Rollout) -> KubeRayResult | None:
 def _ensure_operator(run: _Rollout, operator: dict | None) -> str:
     """Install the pinned operator unless it runs already; returns how it got there."""
     want_tag = f"v{run.settings.versions.kuberay_version}"
+    if operator is not None and operator_version(operator) != want_tag and not is_tutorial_release(operator):
+        raise kube.K8sError(
+            f"a KubeRay operator the tutorial did not install runs in the cluster ({namespace_of(operator)}/"
+            f"{name_of(operator)}, {operator_version(operator) or 'no tag'}); a second operator would reconcile "
+            f"the same RayClusters, and the tutorial never changes that one. Fix: set versions.kuberay_version: "
+            f"{operator_version(operator).lstrip('v')} to use it, or upgrade it to {want_tag} yourself"
+        )
     if operator is None or operator_version(operator) != want_tag:
         return install_operator(run.client, run.settings, log=run.log)
     return f"already installed ({name_of(operator)} {want_tag} in {namespace_of(operator)})"
@@ -377,12 +411,21 @@ def _token_in_environment(token: str) -> Iterator[None]:
 # ============================================================================================
 
 
-def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: float, log) -> None:
-    """RayJob and RayCluster (waiting for their pods), the operator's Helm release, then the namespace if ours."""
+def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: float, log) -> dict[str, str]:
+    """RayJob and RayCluster (waiting for their pods), the operator's Helm release, then the namespace: each only
+    when it is the tutorial's (its label, its release label). Returns what was kept, by row, with the reason."""
     namespace, name = settings.kubernetes.namespace, settings.kubernetes.ray_cluster_name
-    kube.delete(client, RAY_API, "RayJob", f"{name}-job", namespace)
-    kube.delete(client, RAY_API, "RayCluster", name, namespace)
-    kube.wait_for(lambda: (not cluster_pods(client, settings), None), timeout_s=timeout_s, interval_s=poll_s)
+    kept: dict[str, str] = {}
+    why = f"kept: not the tutorial's (no label {PART_OF_LABEL}={PART_OF})"
+    for kind, obj_name in (("RayJob", f"{name}-job"), ("RayCluster", name)):
+        found = kube.get(client, RAY_API, kind, obj_name, namespace)
+        if is_part_of_tutorial(found):
+            kube.delete(client, RAY_API, kind, obj_name, namespace)
+        elif found is not None:
+            kept[f"{kind} {namespace}/{obj_name}"] = why
+            log(f"{kind} {namespace}/{obj_name}: {why}")
+    if f"RayCluster {namespace}/{name}" not in kept:
+        kube.wait_for(lambda: (not cluster_pods(client, settings), None), timeout_s=timeout_s, interval_s=poll_s)
     account = settings.kubernetes.service_account
     if is_part_of_tutorial(kube.get(client, "v1", "ServiceAccount", account, namespace)):
         kube.delete(client, "v1", "ServiceAccount", account, namespace)
@@ -390,19 +433,28 @@ def _delete_everything(client, settings: Settings, *, timeout_s: float, poll_s: 
         if is_part_of_tutorial(kube.get(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)):
             kube.delete(client, "networking.k8s.io/v1", "NetworkPolicy", policy, namespace)
     image_prepull.stop(client, settings)
-    uninstall_operator(client, log)
-    if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
+    operator = find_operator(client)
+    if not uninstall_operator(client, log, settings) and operator is not None:
+        where = f"{namespace_of(operator)}/{name_of(operator)}"
+        kept["KubeRay operator Deployment"] = f"kept: {where} is not the tutorial's Helm release"
+    ns = kube.get(client, "v1", "Namespace", namespace)
+    if is_part_of_tutorial(ns):
         kube.delete(client, "v1", "Namespace", namespace)
+    elif ns is not None:
+        kept[f"Namespace {namespace}"] = why
+        log(f"Namespace {namespace}: {why}")
+    return kept
 
 
-def _still_present(client, settings: Settings) -> tuple[bool, list[tuple[str, str]]]:
+def _still_present(client, settings: Settings, kept: dict[str, str]) -> tuple[bool, list[tuple[str, str]]]:
     namespace, name = settings.kubernetes.namespace, settings.kubernetes.ray_cluster_name
     left = []
-    if kube.get(client, RAY_API, "RayCluster", name, namespace) is not None:
-        left.append(("RayCluster " + name, "STILL PRESENT"))
-    if cluster_pods(client, settings):
-        left.append((f"pods ray.io/cluster={name}", "STILL PRESENT"))
-    if is_tutorial_release(find_operator(client)):
+    if f"RayCluster {namespace}/{name}" not in kept:
+        if kube.get(client, RAY_API, "RayCluster", name, namespace) is not None:
+            left.append((f"RayCluster {namespace}/{name}", "STILL PRESENT"))
+        if cluster_pods(client, settings):
+            left.append((f"pods ray.io/cluster={name}", "STILL PRESENT"))
+    if "KubeRay operator Deployment" not in kept and is_tutorial_release(find_operator(client)):
         left.append(("KubeRay operator Deployment", "STILL PRESENT"))
     if is_part_of_tutorial(kube.get(client, "v1", "Namespace", namespace)):
         left.append((f"Namespace {namespace}", "STILL PRESENT"))
@@ -418,7 +470,8 @@ def teardown(
     client=None,
     log=print,
 ) -> KubeRayResult:
-    """Delete the RayCluster (and the RayJob), then the operator; verified by listing. Never prompts."""
+    """Delete the RayCluster (and the RayJob), then the operator; verified by listing. Never prompts. What is not
+    the tutorial's is kept, and its row says so."""
     namespace, name = settings.kubernetes.namespace, settings.kubernetes.ray_cluster_name
     if not assume_yes:
         return KubeRayResult(
@@ -431,15 +484,16 @@ def teardown(
     with kube.using_client(settings, client) as api:
         t0 = time.monotonic()
         try:
-            _delete_everything(api, settings, timeout_s=timeout_s, poll_s=poll_s, log=log)
-            waited = kube.wait_for(lambda: _still_present(api, settings), timeout_s=timeout_s, interval_s=poll_s)
+            kept = _delete_everything(api, settings, timeout_s=timeout_s, poll_s=poll_s, log=log)
+            waited = kube.wait_for(lambda: _still_present(api, settings, kept), timeout_s=timeout_s, interval_s=poll_s)
         except kube.K8sError as e:
             return KubeRayResult("aws", "teardown", False, str(e), elapsed_s=time.monotonic() - t0)
+    cluster_kept = kept.get(f"RayCluster {namespace}/{name}")
     rows = [
-        (f"RayCluster {namespace}/{name}", "absent"),
-        (f"pods ray.io/cluster={name}", "absent"),
-        ("KubeRay operator Deployment", "absent"),
-        (f"Namespace {namespace}", "absent"),
+        (f"RayCluster {namespace}/{name}", cluster_kept or "absent"),
+        (f"pods ray.io/cluster={name}", cluster_kept or "absent"),
+        ("KubeRay operator Deployment", kept.get("KubeRay operator Deployment", "absent")),
+        (f"Namespace {namespace}", kept.get(f"Namespace {namespace}", "absent")),
     ]
     if not waited.ok and isinstance(waited.value, list):
         left = dict(waited.value)
@@ -448,7 +502,9 @@ def teardown(
         "aws",
         "teardown",
         waited.ok,
-        "RayCluster and operator deleted" if waited.ok else "some objects are still there",
+        ("RayCluster and operator deleted" if not kept else "the tutorial's objects deleted; others kept")
+        if waited.ok
+        else "some objects are still there",
         deleted=rows,
         elapsed_s=time.monotonic() - t0,
     )

@@ -32,6 +32,7 @@ from ....plan.kube_objects import (
 )
 from ....plan.plugins import CHARTS, NAMESPACE, helm_values
 from ...base import PluginsResult
+from .. import ownership
 from . import driver, owners, prepull
 
 #: (key, title, the resource it advertises) of both plugins.
@@ -287,6 +288,10 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
     values = helm_values(settings)
     for key, chart, version_field in CHARTS:
         version, pin = getattr(settings.versions, version_field), charts.BY_NAME[chart["chart"]]
+        if ownership.release_state(client, chart["release"], NAMESPACE, settings) == ownership.NOT_OURS:
+            left = ownership.not_ours(f"Helm release {chart['release']} in {NAMESPACE}", settings, "release label")
+            log(left + f"; {chart['chart']} {version} is not installed over it")
+            continue
         helm.upgrade_install(
             client,
             release=chart["release"],
@@ -297,6 +302,7 @@ def install(client, settings: Settings, *, log=print) -> tuple[str, list[str]]:
             namespace=NAMESPACE,
             values=values[key],
             digest_fix=charts.digest_fix(pin),
+            labels=ownership.helm_labels(settings),
         )
         log(f"helm: {chart['chart']} {version} installed in {NAMESPACE} as release {chart['release']}")
     versions = settings.versions
@@ -390,6 +396,12 @@ def devices(
 ) -> PluginsResult:
     """Notebook 03 on aws. ``assume_yes`` is accepted for symmetry: the only object deleted that the tutorial did
     not create is eksctl's EFA plugin, which it replaces (module docstring of :mod:`.owners`)."""
+    if ownership.existing(settings):  # the learner's cluster: its device plugins are read, never installed
+        res = status(settings, client=client)
+        res.message = "; ".join(
+            x for x in (f"{ownership.SETTING}: true - the device plugins are read, not installed", res.message) if x
+        )
+        return res
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
@@ -448,23 +460,33 @@ def status(settings: Settings, *, client=None) -> PluginsResult:
     )
 
 
-def _delete_plugins(client, *, log) -> None:
-    """The tutorial's own plugins only: its Helm releases, uninstalled."""
+def _delete_plugins(client, settings: Settings, *, log) -> set[str]:
+    """The tutorial's own plugins only: its Helm releases (labelled for this cluster), uninstalled. Returns the names
+    of the DaemonSets kept although they look like the tutorial's (a release of the same name, not labelled)."""
+    kept = set()
     for dss in find_daemonsets(client).values():
         for ds in dss:
-            if owners.owner(ds) == owners.TUTORIAL:
-                release = owners.helm_release(ds) or name_of(ds)
-                helm.uninstall(client, release, NAMESPACE)
-                log(f"helm uninstall {release} -n {NAMESPACE}")
+            if owners.owner(ds) != owners.TUTORIAL:
+                continue
+            release = owners.helm_release(ds) or name_of(ds)
+            if ownership.release_state(client, release, NAMESPACE, settings) != ownership.OURS:
+                kept.add(name_of(ds))
+                log(ownership.not_ours(f"Helm release {release} in {NAMESPACE}", settings, "release label"))
+                continue
+            helm.uninstall(client, release, NAMESPACE)
+            log(f"helm uninstall {release} -n {NAMESPACE}")
+    return kept
 
 
-def _teardown_rows(found: dict[str, list[dict]]) -> list[tuple[str, str]]:
+def _teardown_rows(found: dict[str, list[dict]], kept: set[str] = frozenset()) -> list[tuple[str, str]]:
     rows = []
     for key, dss in found.items():
-        mine = [d for d in dss if owners.owner(d) == owners.TUTORIAL]
+        mine = [d for d in dss if owners.owner(d) == owners.TUTORIAL and name_of(d) not in kept]
         rows.append((f"DaemonSet ({key} device plugin)", "STILL PRESENT: " + name_of(mine[0]) if mine else "absent"))
         for d in dss:
-            if owners.owner(d) == owners.EKSCTL:
+            if name_of(d) in kept:
+                rows.append((f"DaemonSet {name_of(d)}", "kept: its Helm release is not the tutorial's"))
+            elif owners.owner(d) == owners.EKSCTL:
                 rows.append((f"DaemonSet {name_of(d)}", "kept: eksctl's own; `eksctl delete cluster` removes it"))
             elif owners.owner(d) == owners.OTHER:
                 rows.append((f"DaemonSet {name_of(d)}", "kept: not installed by the tutorial"))
@@ -492,9 +514,12 @@ def teardown(
     t0 = time.monotonic()
     try:
         with kube.using_client(settings, client) as api:
-            _delete_plugins(api, log=log)
+            kept = _delete_plugins(api, settings, log=log)
             waited = kube.wait_for(
-                lambda: (not any(tutorial_daemonsets(find_daemonsets(api)).values()), None),
+                lambda: (
+                    not [d for d in tutorial_daemonsets(find_daemonsets(api)).values() if d and name_of(d) not in kept],
+                    None,
+                ),
                 timeout_s=timeout_s,
                 interval_s=poll_s,
             )
@@ -506,7 +531,7 @@ def teardown(
         "teardown",
         waited.ok,
         "the tutorial's device plugins deleted" if waited.ok else "plugins still present",
-        deleted=_teardown_rows(left),
+        deleted=_teardown_rows(left, kept),
         elapsed_s=time.monotonic() - t0,
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 from ....clients import aws as aws_client
 from ....core.config import ConfigError, Settings
 from ....plan import iam
-from .. import common
+from .. import common, ownership
 from .state import (
     ABSENT,
     ACCOUNTS,
@@ -56,7 +56,7 @@ PUBLIC_ACCESS_BLOCK = {
 
 
 def _tags(settings: Settings) -> dict[str, str]:
-    return {TAG_KEY: settings.aws.cluster_name}
+    return ownership.tags(settings)
 
 
 # ==============================================================================================================

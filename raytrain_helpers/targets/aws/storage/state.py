@@ -17,7 +17,7 @@ from ....clients import aws as aws_client
 from ....core.config import ConfigError, Settings
 from ....core.paths import runs_dir
 from ....plan import iam
-from .. import common
+from .. import common, ownership
 
 #: Every AWS resource the storage modules create carries ``TAG_KEY = <cluster name>``.
 TAG_KEY = common.TAG_KEY
@@ -80,7 +80,7 @@ def bucket_state(s3, bucket: str, account: str, settings: Settings) -> tuple[str
         if aws_client.err_code(e) not in ("NoSuchTagSet", "NoSuchTagSetError"):
             raise
         tags = {}
-    return (OURS if tags.get(TAG_KEY) == settings.aws.cluster_name else ACCOUNTS), region
+    return (OURS if ownership.owned(tags, settings) else ACCOUNTS), region
 
 
 def resolve_mode(settings: Settings, eks, cluster: dict[str, Any] | None) -> str:
@@ -120,7 +120,7 @@ def read_state(settings: Settings, sess, account: str, cluster: dict[str, Any] |
         aws_client.client(sess, "s3", region), st.location.bucket, account, settings
     )
     st.role = get_role(aws_client.client(sess, "iam", region), st.role_name)
-    if st.role is not None and aws_client.tags_of(st.role).get(TAG_KEY) != settings.aws.cluster_name:
+    if st.role is not None and not ownership.owned(aws_client.tags_of(st.role), settings):
         st.problems.append(
             f"IAM role {st.role_name} exists but was not created by the tutorial for cluster "
             f"{settings.aws.cluster_name} (no tag {TAG_KEY}={settings.aws.cluster_name}); it is left alone. Fix: "
@@ -130,6 +130,17 @@ def read_state(settings: Settings, sess, account: str, cluster: dict[str, Any] |
         st.oidc_issuer = ((cluster.get("identity") or {}).get("oidc") or {}).get("issuer", "")
         if st.mode == "pod-identity":
             st.association = find_association(eks, settings)
+        if st.association is not None and not ownership.owned(st.association.get("tags"), settings):
+            k = settings.kubernetes
+            st.problems.append(
+                ownership.not_ours(
+                    f"the Pod Identity association of ServiceAccount {k.namespace}/{k.service_account} (role "
+                    f"{st.association.get('roleArn')})",
+                    settings,
+                )
+                + ": it is not re-pointed at the tutorial's role. Fix: choose another kubernetes.service_account "
+                "(or kubernetes.namespace), or delete that association if it is yours to delete"
+            )
     if settings.aws.storage_per_namespace and st.mode != "pod-identity":
         st.problems.append(
             f"aws.storage_per_namespace = true needs EKS Pod Identity's session tags, but cluster "

@@ -11,6 +11,7 @@ from typing import Any
 from ....clients import aws as aws_client
 from ....core.config import ConfigError, Settings
 from ....plan import iam
+from .. import ownership
 from .state import ABSENT, ACCOUNTS, TAG_KEY, bucket_state, denied, find_association, get_role, load_record
 
 # ==============================================================================================================
@@ -85,17 +86,24 @@ def _teardown(settings: Settings, sess, ident, cluster: dict[str, Any] | None) -
     evidence = []
     if cluster is not None:
         assoc = find_association(eks, settings) if _pod_identity_api(eks) else None
-        if assoc is not None:
+        if assoc is not None and ownership.owned(assoc.get("tags"), settings):
             eks.delete_pod_identity_association(
                 clusterName=settings.aws.cluster_name, associationId=assoc["associationId"]
             )
             evidence.append("association deleted")
+        elif assoc is not None:
+            k = settings.kubernetes
+            out.kept.append(
+                ownership.not_ours(f"Pod Identity association of {k.namespace}/{k.service_account}", settings)
+            )
+            evidence.append("association kept (not the tutorial's)")
     role = get_role(iam_api, iam.role_name(settings))
-    if role is not None and aws_client.tags_of(role).get(TAG_KEY) == settings.aws.cluster_name:
+    if role is not None and ownership.owned(aws_client.tags_of(role), settings):
         _delete_role(iam_api, role["RoleName"])
         evidence.append(f"role {role['RoleName']} deleted")
     elif role is not None:
-        out.kept.append(f"IAM role {role['RoleName']}: not created by the tutorial (no tag {TAG_KEY})")
+        out.kept.append(ownership.not_ours(f"IAM role {role['RoleName']}", settings))
+        evidence.append(f"role {role['RoleName']} kept (not the tutorial's)")
     left = get_role(iam_api, iam.role_name(settings)) is not None and role is not None and not out.kept
     out.rows.append((role_row, not left, ("; ".join(evidence) or "absent (nothing to delete)") + ", then checked"))
     out.rows.append(_bucket_teardown(settings, aws_client.client(sess, "s3", region), loc, ident.account, out.kept))

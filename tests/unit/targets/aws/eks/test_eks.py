@@ -100,7 +100,7 @@ def test_plan_renders_configs_and_creates_nothing(srv, tmp_path, capsys):
     ]
     c = yaml.safe_load(res.configs[aws_cluster.CLUSTER_CFG])
     assert c["apiVersion"] == "eksctl.io/v1alpha5" and c["kind"] == "ClusterConfig"
-    assert c["metadata"] == {"name": NAME, "region": R, "version": "1.35", "tags": {"raytrain-tutorial": "tutorial"}}
+    assert c["metadata"] == {"name": NAME, "region": R, "version": "1.35", "tags": {"raytrain-tutorial": NAME}}
     assert c["availabilityZones"][0] == "us-west-2b" and len(c["availabilityZones"]) == 3
     offering = common.offering_azs(ec2(), "g6.12xlarge")
     assert set(c["availabilityZones"]) <= set(offering)
