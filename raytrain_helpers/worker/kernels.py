@@ -138,11 +138,13 @@ def _patch_or_restore(model, patch) -> str | None:
     return None
 
 
-def causal_lm_loss(model, ids):
-    """Next-token loss of ``ids``; with liger the loss comes from the hidden states (no logits tensor)."""
+def causal_lm_loss(model, ids, labels=None):
+    """Next-token loss of ``ids`` on the tokens whose ``labels`` are not -100 (None: every token); with liger the
+    loss comes from the hidden states (no logits tensor)."""
+    labels = ids if labels is None else labels
     if getattr(model, "raytrain_kernels", "none") == "liger":
-        return model(input_ids=ids, labels=ids, skip_logits=True).loss
-    return model(input_ids=ids, labels=ids).loss
+        return model(input_ids=ids, labels=labels, skip_logits=True).loss
+    return model(input_ids=ids, labels=labels).loss
 
 
 # ---- FLOPs and MFU (the notebook side's plan.perf uses the same formula; a unit test checks they agree) ----
