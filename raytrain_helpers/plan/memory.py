@@ -14,6 +14,7 @@ compute dtype, for the whole step.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +28,11 @@ from ..core.validation import ConfigError
 
 
 def count_params(cfg: dict[str, Any]) -> dict[str, int]:
-    """Exact parameter count of a Qwen2ForCausalLM built from ``cfg`` (a PRESETS entry or config.json)."""
+    """Exact parameter count of the causal LM ``cfg`` describes (a PRESETS entry or any Hub config.json): Qwen2
+    (the presets' family, no ``model_type``) by formula, any other family by building it on PyTorch's ``meta``
+    device (no memory, no download) and counting (:func:`counted_on_meta`)."""
+    if (cfg.get("model_type") or "qwen2") != "qwen2":
+        return counted_on_meta(json.dumps(cfg, sort_keys=True))
     h, i, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     layers = cfg["num_hidden_layers"]
@@ -42,6 +47,50 @@ def count_params(cfg: dict[str, Any]) -> dict[str, int]:
     lm_head = 0 if cfg.get("tie_word_embeddings", False) else v * h
     total = embed + layers * per_layer + h + lm_head
     return dict(total=total, embedding=embed, per_layer=per_layer, layers=layers, lm_head=lm_head, final_norm=h)
+
+
+@functools.lru_cache(maxsize=32)
+def counted_on_meta(cfg_json: str) -> dict[str, int]:
+    """:func:`count_params` of any family: the model built on the ``meta`` device from its config, its parameters
+    counted (shared ones once); the decoder layers are the classes it names in ``_no_split_modules`` (what the job
+    shards one by one); what no layer holds is the root (embeddings, final norm, output layer)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    d = {k: v for k, v in json.loads(cfg_json).items() if k not in ("architectures", "transformers_version")}
+    kind = d.pop("model_type")
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **d))
+    except (ValueError, KeyError) as e:
+        raise ConfigError(
+            f"train.model_id: a config.json of model_type {kind!r} that this transformers cannot build as a causal "
+            f"LM ({e}). Fix: a causal LM's config (Llama, Mistral, Qwen2/Qwen3, Gemma, Phi...), or a newer transformers"
+        ) from None
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    total = sum(p.numel() for p in model.parameters())
+    per_layer = sum(p.numel() for p in layers[0].parameters()) if layers else 0
+    embed = model.get_input_embeddings().weight.numel()
+    out = model.get_output_embeddings()
+    lm_head = 0 if out is None or out.weight is model.get_input_embeddings().weight else out.weight.numel()
+    rest = total - embed - lm_head - len(layers) * per_layer
+    return dict(total=total, embedding=embed, per_layer=per_layer, layers=len(layers), lm_head=lm_head, final_norm=rest)
+
+
+def shape(cfg: dict[str, Any]) -> dict[str, int]:
+    """The sizes the activation and FLOPs formulas read, with a Hub config's omissions filled the way transformers
+    fills them: key/value heads = attention heads (no grouped-query attention), head_dim = hidden / heads."""
+    h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    return dict(
+        hidden=h,
+        vocab=cfg["vocab_size"],
+        intermediate=cfg.get("intermediate_size") or 4 * h,
+        heads=heads,
+        kv_heads=cfg.get("num_key_value_heads") or heads,
+        head_dim=cfg.get("head_dim") or h // heads,
+        layers=cfg["num_hidden_layers"],
+    )
 
 
 @dataclass
@@ -121,8 +170,9 @@ def memory_plan(
     compute_bytes = 2 if on_gpu else 4
     gathered = 2 * n["per_layer"] * compute_bytes / GIB
     root = (n["embedding"] + n["final_norm"] + n["lm_head"]) * compute_bytes / GIB
-    h, v, i = model_cfg["hidden_size"], model_cfg["vocab_size"], model_cfg["intermediate_size"]
-    kv = model_cfg["num_key_value_heads"] * (model_cfg.get("head_dim") or h // model_cfg["num_attention_heads"])
+    sh = shape(model_cfg)
+    h, v, i = sh["hidden"], sh["vocab"], sh["intermediate"]
+    kv = sh["kv_heads"] * sh["head_dim"]
     tokens = batch_size * seq_len
     # Tensors autograd keeps per token and decoder layer (transformers' Qwen2, SDPA attention, no activation
     # checkpointing), in 16-bit units: the RMSNorms' fp32 inputs and outputs, q/k/v/o inputs, rotary copies,
