@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.constants import GIB
+from ..core.kernel_families import kernels_note, liger_function
 from ..core.presets import INSTANCE_TYPES, PRESETS
 from ..core.settings import Settings
 from ..core.tables import human_bytes as hb
@@ -116,6 +117,7 @@ class MemoryPlan:
     notes: list[str] = field(default_factory=list)
     batch_size: int | None = None  # sequences per device the plan is for
     kernels: str = "none"  # liger or none
+    model_type: str | None = None  # the config's family (None: the presets' Qwen2)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +145,8 @@ class MemoryPlan:
             ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
             ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
+        if self.precision.startswith("bf16"):
+            r.append(("fused kernels", kernels_note(self.model_type, self.kernels)))
         if self.device_mem_gib is not None:
             r.append(("device memory", f"{self.device_mem_gib:.0f} GiB -> {'fits' if self.fits else 'DOES NOT FIT'}"))
         return r
@@ -215,6 +219,24 @@ def memory_plan(
 
 #: Model hub ids whose shape the tutorial knows offline: their plan needs no download (the job still loads them).
 KNOWN_HUB_SHAPES = {"Qwen/Qwen2.5-1.5B": "qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b"}
+#: Bigger models' shapes known offline, for "does it fit" before anything is downloaded (docs/adapt.md): the
+#: config.json values of the public release (Qwen/Qwen2.5-7B: hidden 3584, MLP 18944, 28 layers, 28 heads, 4 key/value
+#: heads, vocabulary 152064, untied output layer; 7,615,616,512 parameters, as counted on the meta device).
+KNOWN_HUB_CONFIGS: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen2.5-7B": {
+        "model_type": "qwen2",
+        "vocab_size": 152064,
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+    },
+}
 
 
 def model_config(settings: Settings) -> dict[str, Any]:
@@ -229,6 +251,8 @@ def model_config(settings: Settings) -> dict[str, Any]:
         return json.loads(Path(found).read_text())
     if model_id in KNOWN_HUB_SHAPES:
         return dict(PRESETS[KNOWN_HUB_SHAPES[model_id]])
+    if model_id in KNOWN_HUB_CONFIGS:
+        return dict(KNOWN_HUB_CONFIGS[model_id])
     raise ConfigError(
         f"train.model_id = {model_id!r}: its config.json is not in the Hugging Face cache here, so the memory plan "
         f"cannot be made. Fix: `hf download {model_id} config.json` (the config alone), or set train.model_id to "
@@ -278,6 +302,7 @@ def plan_for(
         kernels=kernels,
     )
     plan.batch_size, plan.kernels = batch_size, kernels
+    plan.model_type = model_config(settings).get("model_type")
     if t.batch_size == "auto":
         plan.notes.append(f"batch_size auto = {batch_size} per device (largest under {AUTO_BATCH_FRACTION:.0%})")
     return plan
@@ -317,8 +342,11 @@ AUTO_BATCH_CPU = 2
 
 
 def kernels_for(settings: Settings, *, on_gpu: bool) -> str:
-    """What the workers will run: ``liger`` on GPUs unless ``train.kernels: none``; always ``none`` on CPU."""
-    return "liger" if on_gpu and settings.train.kernels != "none" else "none"
+    """What the workers will run: ``liger`` on GPUs unless ``train.kernels: none`` or the model's family has no
+    liger-kernel patch (:data:`~raytrain_helpers.core.kernel_families.LIGER_FAMILIES`); always ``none`` on CPU."""
+    if not on_gpu or settings.train.kernels == "none":
+        return "none"
+    return "liger" if liger_function(model_config(settings).get("model_type")) else "none"
 
 
 def fused_ce_bytes(tokens: int, hidden: int, vocab: int) -> float:
