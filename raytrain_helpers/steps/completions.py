@@ -133,6 +133,7 @@ def generate(
         tok = AutoTokenizer.from_pretrained(local)
         after = AutoModelForCausalLM.from_pretrained(local).eval()
     before = _initial_model(settings, cfg, after).eval()
+    before, after = before.to(_device()), after.to(_device())  # a GPU where this machine has one: a task's answers
     pairs = prompt_pairs(settings, cfg, prompts)
     if pairs and pairs[0][1] is not None and len(pairs[0][1]) > max_new_tokens:  # a task's worked answers
         max_new_tokens = max(max_new_tokens, TASK_MAX_NEW_TOKENS)
@@ -185,9 +186,8 @@ def prompt_pairs(settings: Settings, cfg: JobConfig | None, prompts: list[str] |
         return [(str(p), None) for p in prompts]
     if ((cfg.data if cfg else None) or settings.train.data) == worker_data.LEARNABLE:
         return worker_data.held_out_prompts(cfg.seed if cfg else settings.train.seed, n=HELD_OUT_PROMPTS)
-    if scored_data(cfg, settings):
-        return task_pairs(settings, cfg)
-    return [(p, None) for p in DEFAULT_PROMPTS]
+    pairs = task_pairs(settings, cfg) if scored_data(cfg, settings) else []
+    return pairs or [(p, None) for p in DEFAULT_PROMPTS]
 
 
 def task_pairs(settings: Settings, cfg: JobConfig | None, n: int = HELD_OUT_PROMPTS) -> list[tuple[str, str]]:
@@ -204,11 +204,19 @@ def task_pairs(settings: Settings, cfg: JobConfig | None, n: int = HELD_OUT_PROM
     return [(worker_formats.render_prompt(template, r["prompt"]), str(r["completion"])) for r in rows]
 
 
+def _device():
+    """Where 06 generates: this machine's first GPU when it has one (hundreds of tokens per held-out row of a real
+    task), else the CPU."""
+    import torch
+
+    return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
 def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
     """Greedy continuation (the same text on every run), through the KV cache; stops at EOS."""
     import torch
 
-    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
+    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]], device=model.device)
     with torch.no_grad():
         out = model.generate(
             input_ids=ids,

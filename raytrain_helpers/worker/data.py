@@ -3,12 +3,15 @@
 Sources (``train.data``):
 
 - ``learnable`` — the alphabet language the tutorial writes itself: each line is a run of consecutive letters,
-  wrapping from z to a (``klmnopq``), of random start and length. The next letter follows from the current one,
-  so even the tiny model's loss falls within a few steps, and a held-out prompt has one right continuation.
-- a local ``.txt`` / ``.jsonl`` / ``.parquet`` file or a folder of them (``.jsonl`` and ``.parquet`` need a
-  ``text`` column); on aws an ``s3://`` prefix, read by every node.
+  wrapping from z to a (``klmnopq``), of random start and length, as a prompt/completion row (its first
+  :data:`LEARNABLE_PROMPT` letters the prompt, the rest the completion the loss is computed on: the same path as a
+  real task's data). The next letter follows from the current one, so even the tiny model's loss falls within a few
+  steps, and a held-out prompt has one right continuation.
+- a local file or folder, ``s3://``, or ``hf://datasets/...`` on the Hugging Face Hub (:mod:`.sources`), in one
+  of the forms of :mod:`.formats` (``text``, ``prompt_completion``, ``chat``).
 - ``random`` — uniformly random token ids, for throughput benchmarks only (nothing can be learned).
 
+Every packed row has ``input_ids`` and ``labels`` (-100 where the loss does not look: prompts, user turns).
 The job's driver builds the ``train`` Ray Dataset of packed ``input_ids`` rows: files and S3 are read and packed by
 Ray Data tasks on the nodes; the ``learnable`` corpus (which the driver writes itself, about 3 MB of ids) and
 ``random`` ids are made by the driver and handed to Ray Data as rows (``ray.data.from_items``), so no task has to
@@ -56,7 +59,6 @@ BYTE_PAD = 257
 BYTE_VOCAB = 258
 EOS_TEXT = "<|endoftext|>"
 PAD_TEXT = "<|pad|>"
-TEXT_EXTENSIONS = (".txt", ".jsonl", ".json", ".parquet")
 
 
 # ---- the learnable corpus ---------------------------------------------------------------------------------------
