@@ -303,6 +303,11 @@ def plan_for(
     )
     plan.batch_size, plan.kernels = batch_size, kernels
     plan.model_type = model_config(settings).get("model_type")
+    if (plan.model_type or "qwen2") != "qwen2":
+        plan.notes.append(
+            f"{plan.model_type}: parameters counted exactly; activations estimated with the per-token formula "
+            "measured on Qwen2 (2 x H200), applied to this config's sizes"
+        )
     if t.batch_size == "auto":
         plan.notes.append(f"batch_size auto = {batch_size} per device (largest under {AUTO_BATCH_FRACTION:.0%})")
     return plan
