@@ -413,7 +413,7 @@ class ShardReader:
             if self._it is None:
                 self._it = self._open()
                 for _ in range(self.batch):  # consumed before the checkpoint we resumed from
-                    self.skipped.append(digest(_pair(next(self._it))))
+                    self.skipped.append(digest(_ids(next(self._it))))  # as TrainLog records a step: its ids
             try:
                 pair = _pair(next(self._it))
             except StopIteration:

@@ -106,12 +106,12 @@ def _epochs(n_batches: int, world: int, rank: int):
 @pytest.mark.parametrize("stop_at", [1, 3, 5, 7])
 def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
     straight = data.ShardReader(_epochs(10, 2, 0))
-    seen = [data.digest(straight.next()) for _ in range(9)]  # crosses the epoch end (5 batches per epoch)
+    seen = [data.digest(straight.next()[0]) for _ in range(9)]  # crosses the epoch end (5 batches per epoch)
     first = data.ShardReader(_epochs(10, 2, 0))
-    before = [data.digest(first.next()) for _ in range(stop_at)]
+    before = [data.digest(first.next()[0]) for _ in range(stop_at)]
     pos = first.position()
     resumed = data.ShardReader(_epochs(10, 2, 0), **pos)
-    after = [data.digest(resumed.next()) for _ in range(9 - stop_at)]
+    after = [data.digest(resumed.next()[0]) for _ in range(9 - stop_at)]
     assert before + after == seen
     assert resumed.skipped == before[-pos["batch"] :] if pos["batch"] else resumed.skipped == []
     assert straight.position() == {"epoch": 1, "batch": 4}
@@ -120,13 +120,13 @@ def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
 @pytest.mark.parametrize("stop_at", [0, 3, 6])
 def test_a_prefetched_reader_gives_the_same_batches_from_any_position(stop_at):
     straight = data.ShardReader(_epochs(10, 2, 0))
-    seen = [data.digest(straight.next()) for _ in range(9)]
+    seen = [data.digest(straight.next()[0]) for _ in range(9)]
     first = data.ShardReader(_epochs(10, 2, 0))
-    before = [data.digest(first.next()) for _ in range(stop_at)]
+    before = [data.digest(first.next()[0]) for _ in range(stop_at)]
     resumed = data.ShardReader(_epochs(10, 2, 0))
     resumed.prefetch()  # opened at (0, 0), before the checkpoint's position is known (the training loop's order)
     resumed.epoch, resumed.batch = first.position()["epoch"], first.position()["batch"]
-    assert before + [data.digest(resumed.next()) for _ in range(9 - stop_at)] == seen
+    assert before + [data.digest(resumed.next()[0]) for _ in range(9 - stop_at)] == seen
 
 
 def test_prefetch_opens_the_shard_and_fetches_the_first_batch_before_next_is_called():
