@@ -198,6 +198,8 @@ class RowPacker:
         return rows
 
     def encode(self, rows: list[dict[str, Any]]) -> list[tuple[list[int], list[int]]]:
+        if self.model_id is None and self.fmt != formats.CHAT:  # bytes: no tokenizer to load (what it would give)
+            return [self.encode_bytes(r) for r in rows]
         tok = self.tokenizer
         eos = tok.eos_token_id
         if self.fmt == formats.PROMPT_COMPLETION:
@@ -206,6 +208,16 @@ class RowPacker:
         if self.fmt == formats.CHAT:
             return formats.encode_chat(tok, [r["messages"] for r in rows], eos)
         return formats.encode_text(tok, [str(r["text"]) for r in rows], eos)
+
+    def encode_bytes(self, row: dict[str, Any]) -> tuple[list[int], list[int]]:
+        """A text or prompt/completion row in byte tokens, as :func:`byte_tokenizer` would tokenize it (its ids
+        are the UTF-8 bytes), without loading it: the driver packs the learnable corpus this way in a second."""
+        if self.fmt == formats.PROMPT_COMPLETION:
+            head = byte_encode(formats.render_prompt(self.template, row["prompt"]))
+            tail = byte_encode(str(row["completion"])) + [BYTE_EOS]
+            return head + tail, [formats.IGNORE] * len(head) + tail
+        ids = byte_encode(str(row["text"])) + [BYTE_EOS]
+        return ids, list(ids)
 
     def pack(self, rows: list[dict[str, Any]]) -> tuple[list[list[int]], list[list[int]]]:
         ids: list[int] = []

@@ -182,3 +182,25 @@ def test_a_model_with_its_own_tokenizer_is_packed_with_it(tmp_path):
     assert packer.encode([{"text": "abc"}]) == [([10, 11, 12, 0], [10, 11, 12, 0])]
     assert packer.pack([{"text": "abc"}, {"text": "xyz"}])[0] == [[10, 11, 12, 0], [33, 34, 35, 0]]
     assert data.RowPacker(4).encode([{"text": "abc"}])[0][0] == [*b"abc", data.BYTE_EOS], "no tokenizer: bytes"
+
+
+@pytest.mark.parametrize("fmt", ["text", "prompt_completion"])
+def test_byte_rows_are_what_the_byte_tokenizer_makes(fmt):
+    """Without a model tokenizer the packer writes bytes itself (no tokenizer to load on the driver): the ids and
+    labels the byte-level fast tokenizer would give through the masking path of :mod:`.formats`."""
+    from raytrain_helpers.worker import formats
+
+    rows = [
+        {"text": "héllo", "prompt": "Q: é?", "completion": " ünï"},
+        {"text": "ab", "prompt": "x", "completion": "y"},
+    ]
+    rows = [{k: r[k] for k in formats.COLUMNS[fmt]} for r in rows]
+    packer = data.RowPacker(8, fmt=fmt, template="{prompt} A:")
+    tok = data.byte_tokenizer()
+    if fmt == "text":
+        want = formats.encode_text(tok, [r["text"] for r in rows], tok.eos_token_id)
+    else:
+        want = formats.encode_prompt_completion(
+            tok, [r["prompt"] for r in rows], [r["completion"] for r in rows], "{prompt} A:", tok.eos_token_id
+        )
+    assert [packer.encode_bytes(r) for r in rows] == want
