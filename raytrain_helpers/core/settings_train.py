@@ -26,11 +26,25 @@ class TrainSettings(SettingsGroup):
     the local target, its files must already be in the cache). The memory plan and checks use its config.json.
     Empty = random weights in the shape of `model_preset`."""
     data: str = "learnable"
-    """Training data, read through Ray Data: `learnable` (a small corpus the tutorial writes: runs of consecutive
-    letters, which even `tiny` learns in a few steps), a `.txt` / `.jsonl` / `.parquet` file or a folder of one
-    kind (`.jsonl` and `.parquet` need a `text` column), `s3://bucket/prefix` (aws), or `random` (uniform token ids,
-    for throughput benchmarks only: nothing can be learned). Tokenized with the model's tokenizer when `model_id`
-    has one, else bytes; packed to `seq_len`; one text in 20 is held out for evaluation."""
+    """Training data, read through Ray Data on the nodes: `learnable` (a small corpus the tutorial writes: runs of
+    consecutive letters as prompt/completion rows, which even `tiny` learns in a few steps), a `.jsonl` /
+    `.parquet` / `.csv` / `.txt` file or a folder of one kind, `s3://bucket/prefix` (aws), a dataset's files on
+    the Hugging Face Hub `hf://datasets/ORG/NAME/PATH` (read by the nodes; `HF_TOKEN` from the cluster's Secret
+    when the dataset needs one), or `random` (uniform token ids, for throughput benchmarks only: nothing can be
+    learned). The rows' form is `data_format`. Tokenized with the model's tokenizer when `model_id` has one, else
+    bytes; packed to `seq_len`; one row in 20 is held out for evaluation."""
+    data_format: Literal["auto", "text", "prompt_completion", "chat"] = "auto"
+    """The form of the data's rows: `text` (a `text` column, every token trained on), `prompt_completion`
+    (`prompt` and `completion` columns: the loss is the completion's alone, the prompt is context), `chat` (a
+    `messages` column of `{role, content}` turns, rendered with the model's own chat template: the loss is the
+    assistant turns' alone), or `auto` = the first of chat, prompt_completion, text whose columns the data has.
+    `learnable` is prompt/completion rows; `random` is ids."""
+    data_columns: dict[str, str] = Field(default_factory=dict)
+    """Your data's column for each column the form reads, e.g. `{prompt: question, completion: answer}`;
+    empty = the columns carry the form's own names (`text`, `prompt`, `completion`, `messages`)."""
+    prompt_template: str = "{prompt}"
+    """How a prompt is written before its completion (prompt_completion data): `{prompt}` is replaced by the
+    prompt column, e.g. `"Question: {prompt}\nAnswer: "`; `{prompt}` alone = the prompt as it is."""
     eval_every: int = 20
     """Held-out eval loss every K steps (0 or more; also before the first step and after the last; 0 = only
     those)."""
@@ -138,14 +152,37 @@ class TrainSettings(SettingsGroup):
         v = (v or "").strip()
         if v in ("learnable", "random") or v.startswith("s3://"):
             return v
+        if v.startswith("hf://"):
+            if not re.fullmatch(r"hf://datasets/[\w.-]+/[\w.-]+(/.*)?", v):
+                raise ValueError(
+                    "is not a Hub dataset path. Fix: hf://datasets/ORG/NAME/PATH, e.g. "
+                    "hf://datasets/openai/gsm8k/main/train-00000-of-00001.parquet (the dataset's 'Files' tab)"
+                )
+            return v
         p = Path(v).expanduser()
-        kinds = (".txt", ".jsonl", ".json", ".parquet")
+        kinds = (".jsonl", ".json", ".parquet", ".csv", ".txt")
         if p.is_dir() or (p.is_file() and p.suffix.lower() in kinds):
             return str(p)
         raise ValueError(
-            f"is neither `learnable`, `random`, an s3:// prefix, nor an existing {' / '.join(kinds)} file or folder. "
-            "Fix: train.data: learnable (the default), or the path of your text / jsonl / parquet data"
+            f"is neither `learnable`, `random`, an s3:// prefix, an hf://datasets/ path, nor an existing "
+            f"{' / '.join(kinds)} file or folder. Fix: train.data: learnable (the default), or the path of your data"
         )
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if "{prompt}" not in v:
+            raise ValueError('has no `{prompt}`. Fix: e.g. "Question: {prompt}\\nAnswer: ", or {prompt} alone')
+        return v
+
+    @field_validator("data_columns")
+    @classmethod
+    def _columns(cls, v: dict[str, str]) -> dict[str, str]:
+        roles = ("text", "prompt", "completion", "messages")
+        bad = [k for k in v if k not in roles]
+        if bad:
+            raise ValueError(f"names {bad}, which no form reads. Fix: keys among {', '.join(roles)}")
+        return v
 
     @field_validator("num_workers", "checkpoint_every", "bench_warmup_steps", "seed")
     @classmethod

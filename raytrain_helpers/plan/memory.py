@@ -14,12 +14,14 @@ compute dtype, for the whole step.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.constants import GIB
+from ..core.kernel_families import kernels_note, liger_function
 from ..core.presets import INSTANCE_TYPES, PRESETS
 from ..core.settings import Settings
 from ..core.tables import human_bytes as hb
@@ -27,7 +29,11 @@ from ..core.validation import ConfigError
 
 
 def count_params(cfg: dict[str, Any]) -> dict[str, int]:
-    """Exact parameter count of a Qwen2ForCausalLM built from ``cfg`` (a PRESETS entry or config.json)."""
+    """Exact parameter count of the causal LM ``cfg`` describes (a PRESETS entry or any Hub config.json): Qwen2
+    (the presets' family, no ``model_type``) by formula, any other family by building it on PyTorch's ``meta``
+    device (no memory, no download) and counting (:func:`counted_on_meta`)."""
+    if (cfg.get("model_type") or "qwen2") != "qwen2":
+        return counted_on_meta(json.dumps(cfg, sort_keys=True))
     h, i, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     layers = cfg["num_hidden_layers"]
@@ -42,6 +48,50 @@ def count_params(cfg: dict[str, Any]) -> dict[str, int]:
     lm_head = 0 if cfg.get("tie_word_embeddings", False) else v * h
     total = embed + layers * per_layer + h + lm_head
     return dict(total=total, embedding=embed, per_layer=per_layer, layers=layers, lm_head=lm_head, final_norm=h)
+
+
+@functools.lru_cache(maxsize=32)
+def counted_on_meta(cfg_json: str) -> dict[str, int]:
+    """:func:`count_params` of any family: the model built on the ``meta`` device from its config, its parameters
+    counted (shared ones once); the decoder layers are the classes it names in ``_no_split_modules`` (what the job
+    shards one by one); what no layer holds is the root (embeddings, final norm, output layer)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    d = {k: v for k, v in json.loads(cfg_json).items() if k not in ("architectures", "transformers_version")}
+    kind = d.pop("model_type")
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **d))
+    except (ValueError, KeyError) as e:
+        raise ConfigError(
+            f"train.model_id: a config.json of model_type {kind!r} that this transformers cannot build as a causal "
+            f"LM ({e}). Fix: a causal LM's config (Llama, Mistral, Qwen2/Qwen3, Gemma, Phi...), or a newer transformers"
+        ) from None
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    total = sum(p.numel() for p in model.parameters())
+    per_layer = sum(p.numel() for p in layers[0].parameters()) if layers else 0
+    embed = model.get_input_embeddings().weight.numel()
+    out = model.get_output_embeddings()
+    lm_head = 0 if out is None or out.weight is model.get_input_embeddings().weight else out.weight.numel()
+    rest = total - embed - lm_head - len(layers) * per_layer
+    return dict(total=total, embedding=embed, per_layer=per_layer, layers=len(layers), lm_head=lm_head, final_norm=rest)
+
+
+def shape(cfg: dict[str, Any]) -> dict[str, int]:
+    """The sizes the activation and FLOPs formulas read, with a Hub config's omissions filled the way transformers
+    fills them: key/value heads = attention heads (no grouped-query attention), head_dim = hidden / heads."""
+    h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    return dict(
+        hidden=h,
+        vocab=cfg["vocab_size"],
+        intermediate=cfg.get("intermediate_size") or 4 * h,
+        heads=heads,
+        kv_heads=cfg.get("num_key_value_heads") or heads,
+        head_dim=cfg.get("head_dim") or h // heads,
+        layers=cfg["num_hidden_layers"],
+    )
 
 
 @dataclass
@@ -67,6 +117,7 @@ class MemoryPlan:
     notes: list[str] = field(default_factory=list)
     batch_size: int | None = None  # sequences per device the plan is for
     kernels: str = "none"  # liger or none
+    model_type: str | None = None  # the config's family (None: the presets' Qwen2)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +145,8 @@ class MemoryPlan:
             ("activations + logits per device", hb((self.activations_gib + self.logits_gib) * g)),
             ("planned peak per device", hb(self.peak_per_device_gib * g)),
         ]
+        if self.precision.startswith("bf16"):
+            r.append(("fused kernels", kernels_note(self.model_type, self.kernels)))
         if self.device_mem_gib is not None:
             r.append(("device memory", f"{self.device_mem_gib:.0f} GiB -> {'fits' if self.fits else 'DOES NOT FIT'}"))
         return r
@@ -121,8 +174,9 @@ def memory_plan(
     compute_bytes = 2 if on_gpu else 4
     gathered = 2 * n["per_layer"] * compute_bytes / GIB
     root = (n["embedding"] + n["final_norm"] + n["lm_head"]) * compute_bytes / GIB
-    h, v, i = model_cfg["hidden_size"], model_cfg["vocab_size"], model_cfg["intermediate_size"]
-    kv = model_cfg["num_key_value_heads"] * (model_cfg.get("head_dim") or h // model_cfg["num_attention_heads"])
+    sh = shape(model_cfg)
+    h, v, i = sh["hidden"], sh["vocab"], sh["intermediate"]
+    kv = sh["kv_heads"] * sh["head_dim"]
     tokens = batch_size * seq_len
     # Tensors autograd keeps per token and decoder layer (transformers' Qwen2, SDPA attention, no activation
     # checkpointing), in 16-bit units: the RMSNorms' fp32 inputs and outputs, q/k/v/o inputs, rotary copies,
@@ -165,6 +219,24 @@ def memory_plan(
 
 #: Model hub ids whose shape the tutorial knows offline: their plan needs no download (the job still loads them).
 KNOWN_HUB_SHAPES = {"Qwen/Qwen2.5-1.5B": "qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b"}
+#: Bigger models' shapes known offline, for "does it fit" before anything is downloaded (docs/adapt.md): the
+#: config.json values of the public release (Qwen/Qwen2.5-7B: hidden 3584, MLP 18944, 28 layers, 28 heads, 4 key/value
+#: heads, vocabulary 152064, untied output layer; 7,615,616,512 parameters, as counted on the meta device).
+KNOWN_HUB_CONFIGS: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen2.5-7B": {
+        "model_type": "qwen2",
+        "vocab_size": 152064,
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+    },
+}
 
 
 def model_config(settings: Settings) -> dict[str, Any]:
@@ -179,6 +251,8 @@ def model_config(settings: Settings) -> dict[str, Any]:
         return json.loads(Path(found).read_text())
     if model_id in KNOWN_HUB_SHAPES:
         return dict(PRESETS[KNOWN_HUB_SHAPES[model_id]])
+    if model_id in KNOWN_HUB_CONFIGS:
+        return dict(KNOWN_HUB_CONFIGS[model_id])
     raise ConfigError(
         f"train.model_id = {model_id!r}: its config.json is not in the Hugging Face cache here, so the memory plan "
         f"cannot be made. Fix: `hf download {model_id} config.json` (the config alone), or set train.model_id to "
@@ -228,6 +302,12 @@ def plan_for(
         kernels=kernels,
     )
     plan.batch_size, plan.kernels = batch_size, kernels
+    plan.model_type = model_config(settings).get("model_type")
+    if (plan.model_type or "qwen2") != "qwen2":
+        plan.notes.append(
+            f"{plan.model_type}: parameters counted exactly; activations estimated with the per-token formula "
+            "measured on Qwen2 (2 x H200), applied to this config's sizes"
+        )
     if t.batch_size == "auto":
         plan.notes.append(f"batch_size auto = {batch_size} per device (largest under {AUTO_BATCH_FRACTION:.0%})")
     return plan
@@ -267,8 +347,11 @@ AUTO_BATCH_CPU = 2
 
 
 def kernels_for(settings: Settings, *, on_gpu: bool) -> str:
-    """What the workers will run: ``liger`` on GPUs unless ``train.kernels: none``; always ``none`` on CPU."""
-    return "liger" if on_gpu and settings.train.kernels != "none" else "none"
+    """What the workers will run: ``liger`` on GPUs unless ``train.kernels: none`` or the model's family has no
+    liger-kernel patch (:data:`~raytrain_helpers.core.kernel_families.LIGER_FAMILIES`); always ``none`` on CPU."""
+    if not on_gpu or settings.train.kernels == "none":
+        return "none"
+    return "liger" if liger_function(model_config(settings).get("model_type")) else "none"
 
 
 def fused_ce_bytes(tokens: int, hidden: int, vocab: int) -> float:

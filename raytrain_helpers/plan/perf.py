@@ -23,7 +23,7 @@ from ..core.presets import INSTANCE_TYPES
 from ..core.settings import Settings
 from ..core.tables import table
 from . import cost
-from .memory import aws_plan, batch_for, count_params, kernels_for, model_config
+from .memory import aws_plan, batch_for, count_params, kernels_for, model_config, shape
 
 #: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s per GPU, with the source of each figure. NVIDIA's data
 #: sheets print the 2:4-sparsity figure; dense is half of it.
@@ -98,9 +98,8 @@ def peak_table() -> dict[str, float]:
 def flops_per_token(model_cfg: dict[str, Any], seq_len: int) -> float:
     """6 N + 6 L s d_attn: every weight forward and backward, and causal attention (half of PaLM's 12 L s d)."""
     n = count_params(model_cfg)["total"]
-    h, heads = model_cfg["hidden_size"], model_cfg["num_attention_heads"]
-    q = heads * (model_cfg.get("head_dim") or h // heads)
-    return 6.0 * n + 6.0 * model_cfg["num_hidden_layers"] * seq_len * q
+    sh = shape(model_cfg)
+    return 6.0 * n + 6.0 * sh["layers"] * seq_len * sh["heads"] * sh["head_dim"]
 
 
 def mfu(model_cfg: dict[str, Any], seq_len: int, tokens_per_s_per_gpu: float, peak_tflops: float) -> float:

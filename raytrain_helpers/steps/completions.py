@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clients.rayjobs import JobRun
+from ..core import answers
 from ..core.criteria import Criteria
 from ..core.settings import Settings
 from ..core.tables import table
 from ..worker import data as worker_data
+from ..worker import formats as worker_formats
 from ..worker import model as worker_model
+from ..worker import sources as worker_sources
 from ..worker.job_config import JobConfig
 from .train import load_last
 
@@ -44,9 +47,25 @@ def completion_ok(correct: int, total: int, threshold: float = COMPLETION_THRESH
 
 
 def right(continuation: str, expected: str) -> bool:
-    """The continuation starts with the expected letters: the byte tokenizer makes exactly them, a pretrained
-    model's tokenizer may make a few more with its last token."""
-    return bool(expected) and continuation.startswith(expected)
+    """The held-out metric (:func:`raytrain_helpers.core.answers.matches`): the final answer after ``####`` where
+    the expected completion has one (GSM8K), else the continuation starts with the expected letters (the byte
+    tokenizer makes exactly them, a pretrained model's tokenizer may make a few more with its last token)."""
+    return answers.matches(continuation, expected)
+
+
+#: New tokens generated for a held-out row of your data (GSM8K's worked solutions are mostly under 200 tokens).
+TASK_MAX_NEW_TOKENS = 256
+
+
+def scored_data(cfg: JobConfig | None, settings: Settings) -> bool:
+    """Does the run's data have expected completions 06 can score: the learnable language, or prompt/completion
+    data (a file, s3:// or hf://) whose held-out rows carry their completions?"""
+    data = (cfg.data if cfg else None) or settings.train.data
+    fmt = (cfg.data_format if cfg else None) or settings.train.data_format
+    if data == worker_data.LEARNABLE:
+        return True
+    plain = data == worker_data.RANDOM or str(data).lower().rstrip("/").endswith(".txt")
+    return not plain and fmt in ("prompt_completion", "auto")
 
 
 def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[str, Any] | None:
@@ -54,7 +73,7 @@ def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[s
     has no expected continuation). Returns the generations (for 06's table) or None when none were made."""
     name = f"{COMPLETIONS} (>= {COMPLETION_THRESHOLD:.0%} exactly)"
     cfg = run.job_config
-    if ((cfg.data if cfg else None) or settings.train.data) != worker_data.LEARNABLE:
+    if not scored_data(cfg, settings):
         crit.add(name, None, na_reason="n/a: the data has no expected continuations (06 shows yours, unscored)")
         return None
     if cfg is not None and cfg.export is False:
@@ -68,8 +87,19 @@ def check_completions(crit: Criteria, settings: Settings, run: JobRun) -> dict[s
     if out["path"] is None:
         crit.add(name, False, "no exported model recorded for this run: run 05_train with train.export: true")
         return out
-    correct = sum(right(after, expected) for _, expected, _, after in out["rows"])
-    ok, evidence = completion_ok(correct, len(out["rows"]))
+    scored = [r for r in out["rows"] if r[1] != "-"]
+    if not scored:
+        crit.add(name, None, na_reason="n/a: no held-out row with a completion was found in the data")
+        return out
+    correct = sum(right(after, expected) for _, expected, _, after in scored)
+    if ((cfg.data if cfg else None) or settings.train.data) != worker_data.LEARNABLE:  # a real task: it must rise
+        ok = out["after"] > out["before"]
+        evidence = (
+            f"{correct}/{len(scored)} exactly right after training ({out['after']:.0%}), {out['before']:.0%} before"
+        )
+        crit.add(f"{COMPLETIONS} (better than before training)", ok, evidence)
+        return out
+    ok, evidence = completion_ok(correct, len(scored))
     crit.add(name, ok, evidence + f" (initial weights: {out['before']:.0%})")
     return out
 
@@ -103,7 +133,10 @@ def generate(
         tok = AutoTokenizer.from_pretrained(local)
         after = AutoModelForCausalLM.from_pretrained(local).eval()
     before = _initial_model(settings, cfg, after).eval()
+    before, after = before.to(_device()), after.to(_device())  # a GPU where this machine has one: a task's answers
     pairs = prompt_pairs(settings, cfg, prompts)
+    if pairs and pairs[0][1] is not None and len(pairs[0][1]) > max_new_tokens:  # a task's worked answers
+        max_new_tokens = max(max_new_tokens, TASK_MAX_NEW_TOKENS)
     rows = []
     for prompt, expected in pairs:
         outs = [_greedy(m, tok, prompt, max_new_tokens) for m in (before, after)]
@@ -153,18 +186,47 @@ def prompt_pairs(settings: Settings, cfg: JobConfig | None, prompts: list[str] |
         return [(str(p), None) for p in prompts]
     if ((cfg.data if cfg else None) or settings.train.data) == worker_data.LEARNABLE:
         return worker_data.held_out_prompts(cfg.seed if cfg else settings.train.seed, n=HELD_OUT_PROMPTS)
-    return [(p, None) for p in DEFAULT_PROMPTS]
+    pairs = task_pairs(settings, cfg) if scored_data(cfg, settings) else []
+    return pairs or [(p, None) for p in DEFAULT_PROMPTS]
+
+
+def task_pairs(settings: Settings, cfg: JobConfig | None, n: int = HELD_OUT_PROMPTS) -> list[tuple[str, str]]:
+    """(prompt as the job rendered it, expected completion) of the first ``n`` held-out rows of prompt/completion
+    data: rows the job never trained on (the same hash decides), read here from the same files."""
+    t = settings.train
+    data = (cfg.data if cfg else None) or t.data
+    fmt = (cfg.data_format if cfg else None) or t.data_format
+    columns = dict(cfg.data_columns if cfg else t.data_columns)
+    template = (cfg.prompt_template if cfg else None) or t.prompt_template
+    rows, fmt = worker_sources.held_out_rows(data, fmt, columns, n=n, every=worker_data.EVAL_EVERY_NTH)
+    if fmt != worker_formats.PROMPT_COMPLETION:
+        return []
+    return [(worker_formats.render_prompt(template, r["prompt"]), str(r["completion"])) for r in rows]
+
+
+def _device():
+    """Where 06 generates: this machine's first GPU when it has one (hundreds of tokens per held-out row of a real
+    task), else the CPU."""
+    import torch
+
+    return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
 def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
+    """Greedy continuation (the same text on every run), through the KV cache; stops at EOS."""
     import torch
 
-    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
+    ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]], device=model.device)
     with torch.no_grad():
-        for _ in range(max_new_tokens):  # greedy: the same text on every run
-            nxt = model(input_ids=ids).logits[0, -1].argmax()
-            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
-    text = tok.decode(ids[0, -max_new_tokens:].tolist(), skip_special_tokens=False)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        )
+    text = tok.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=False)
     if tok.eos_token:
         text = text.replace(tok.eos_token, "<eos>")
     return text.replace("\n", "\\n")

@@ -3,12 +3,15 @@
 Sources (``train.data``):
 
 - ``learnable`` — the alphabet language the tutorial writes itself: each line is a run of consecutive letters,
-  wrapping from z to a (``klmnopq``), of random start and length. The next letter follows from the current one,
-  so even the tiny model's loss falls within a few steps, and a held-out prompt has one right continuation.
-- a local ``.txt`` / ``.jsonl`` / ``.parquet`` file or a folder of them (``.jsonl`` and ``.parquet`` need a
-  ``text`` column); on aws an ``s3://`` prefix, read by every node.
+  wrapping from z to a (``klmnopq``), of random start and length, as a prompt/completion row (its first
+  :data:`LEARNABLE_PROMPT` letters the prompt, the rest the completion the loss is computed on: the same path as a
+  real task's data). The next letter follows from the current one, so even the tiny model's loss falls within a few
+  steps, and a held-out prompt has one right continuation.
+- a local file or folder, ``s3://``, or ``hf://datasets/...`` on the Hugging Face Hub (:mod:`.sources`), in one
+  of the forms of :mod:`.formats` (``text``, ``prompt_completion``, ``chat``).
 - ``random`` — uniformly random token ids, for throughput benchmarks only (nothing can be learned).
 
+Every packed row has ``input_ids`` and ``labels`` (-100 where the loss does not look: prompts, user turns).
 The job's driver builds the ``train`` Ray Dataset of packed ``input_ids`` rows: files and S3 are read and packed by
 Ray Data tasks on the nodes; the ``learnable`` corpus (which the driver writes itself, about 3 MB of ids) and
 ``random`` ids are made by the driver and handed to Ray Data as rows (``ray.data.from_items``), so no task has to
@@ -34,10 +37,10 @@ import itertools
 import os
 import random
 import threading
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from . import formats, sources
 from .hub import resolve_config_dir
 from .job_config import JobConfig
 
@@ -56,7 +59,6 @@ BYTE_PAD = 257
 BYTE_VOCAB = 258
 EOS_TEXT = "<|endoftext|>"
 PAD_TEXT = "<|pad|>"
-TEXT_EXTENSIONS = (".txt", ".jsonl", ".json", ".parquet")
 
 
 # ---- the learnable corpus ---------------------------------------------------------------------------------------
@@ -71,19 +73,30 @@ def learnable_lines(seed: int, n: int = LEARNABLE_LINES) -> list[str]:
     return [alphabet_line(rng) for _ in range(n)]
 
 
+#: The learnable language's rows are prompt/completion pairs: the first letters are the prompt, the rest the
+#: completion the loss is computed on (the same path as a real task's data: :mod:`.formats`).
+LEARNABLE_PROMPT = 4
+
+
+def learnable_rows(seed: int, n: int = LEARNABLE_LINES) -> list[dict[str, str]]:
+    """The learnable corpus as prompt/completion rows: each line's first :data:`LEARNABLE_PROMPT` letters, the rest."""
+    return [{"prompt": s[:LEARNABLE_PROMPT], "completion": s[LEARNABLE_PROMPT:]} for s in learnable_lines(seed, n)]
+
+
 def is_eval(text: str) -> bool:
     """Held out for evaluation? Decided by the text itself, so the same text is never in both splits."""
-    return zlib.crc32(text.encode("utf-8")) % EVAL_EVERY_NTH == 0
+    return formats.is_eval_key(text, EVAL_EVERY_NTH)
 
 
 def held_out_prompts(seed: int, n: int = 20, prompt_len: int = 4, answer_len: int = 4) -> list[tuple[str, str]]:
-    """(prompt, expected continuation) pairs cut from held-out lines of the learnable corpus (lines no training
-    row holds, see :func:`is_eval`), in a fixed order: every window of ``prompt_len + answer_len`` letters of
+    """(prompt, expected continuation) pairs cut from held-out rows of the learnable corpus (rows no training
+    row holds, see :func:`is_eval_row`), in a fixed order: every window of ``prompt_len + answer_len`` letters of
     those lines, each once. The language has one window per start letter (26), so n is at most 26."""
     seen: dict[str, None] = {}
     width = prompt_len + answer_len
-    for line in learnable_lines(seed):
-        if is_eval(line):
+    for row in learnable_rows(seed):
+        if is_eval_row(formats.PROMPT_COMPLETION, row):
+            line = row["prompt"] + row["completion"]
             for i in range(len(line) - width + 1):
                 seen.setdefault(line[i : i + width])
     pairs = [(s[:prompt_len], s[prompt_len:]) for s in sorted(seen)]
@@ -137,47 +150,98 @@ def has_tokenizer(model_dir: str | None) -> bool:
     )
 
 
-class TextPacker:
-    """Tokenizes texts (each followed by EOS) and cuts the stream into rows of exactly ``seq_len`` ids.
+class RowPacker:
+    """Tokenizes rows of one :mod:`.formats` form into ``(input_ids, labels)`` and cuts the stream into rows of
+    exactly ``seq_len`` ids (labels alike: :data:`~.formats.IGNORE` where the loss does not look).
 
-    The tail that does not fill a row is dropped (per batch of texts). Used by Ray Data's ``map_batches``, where
-    it also selects the split (one operator instead of a filter and a map: on a small machine each operator's
-    first tasks start Python processes, which costs more than the work itself).
-    """
+    The tail that does not fill a row is dropped (per batch of rows). Used by Ray Data's ``map_batches``, where it
+    also selects the split (one operator instead of a filter and a map: on a small machine each operator's first
+    tasks start Python processes, which costs more than the work itself). The tokenizer is the model's when
+    ``model_id`` has one, else the byte-level one (:func:`byte_tokenizer`)."""
 
     def __init__(
-        self, seq_len: int, model_id: str | None = None, *, has_own_tokenizer: bool = False, split: str | None = None
+        self,
+        seq_len: int,
+        model_id: str | None = None,
+        *,
+        has_own_tokenizer: bool = False,
+        split: str | None = None,
+        fmt: str = formats.TEXT,
+        columns: dict[str, str] | None = None,
+        template: str = "{prompt}",
     ):
         self.seq_len = int(seq_len)
         self.model_id = model_id if has_own_tokenizer else None  # resolved where the batch is tokenized
-        self.split = split  # "train" | "eval": keep only that split's texts (see is_eval); None: keep all
+        self.split = split  # "train" | "eval": keep only that split's rows (see is_eval); None: keep all
+        self.fmt, self.template = fmt, template
+        self.columns = formats.source_columns(fmt, columns)
         self._tok = None
 
-    def encode(self, text: str) -> list[int]:
-        if self.model_id is None:
-            return byte_encode(text) + [BYTE_EOS]
+    @property
+    def tokenizer(self):
         if self._tok is None:
-            from transformers import AutoTokenizer
+            if self.model_id is None:
+                self._tok = byte_tokenizer()
+            else:
+                from transformers import AutoTokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(resolve_config_dir(self.model_id))  # no weights
-        eos = [self._tok.eos_token_id] if self._tok.eos_token_id is not None else []
-        return list(self._tok(text, add_special_tokens=False)["input_ids"]) + eos
+                self._tok = AutoTokenizer.from_pretrained(resolve_config_dir(self.model_id))  # no weights
+        return self._tok
 
-    def pack(self, texts: Iterable[str]) -> list[list[int]]:
-        stream: list[int] = []
-        for t in texts:
-            stream.extend(self.encode(str(t)))
-        n = len(stream) // self.seq_len
-        return [stream[i * self.seq_len : (i + 1) * self.seq_len] for i in range(n)]
+    def rows(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch's rows under the format's own column names, only this split's."""
+        cols = {role: list(batch[col]) for role, col in self.columns.items()}
+        n = len(next(iter(cols.values()))) if cols else 0
+        rows = [{role: cols[role][i] for role in cols} for i in range(n)]
+        if self.split is not None:
+            rows = [r for r in rows if is_eval_row(self.fmt, r) == (self.split == "eval")]
+        return rows
+
+    def encode(self, rows: list[dict[str, Any]]) -> list[tuple[list[int], list[int]]]:
+        if self.model_id is None and self.fmt != formats.CHAT:  # bytes: no tokenizer to load (what it would give)
+            return [self.encode_bytes(r) for r in rows]
+        tok = self.tokenizer
+        eos = tok.eos_token_id
+        if self.fmt == formats.PROMPT_COMPLETION:
+            prompts, completions = [r["prompt"] for r in rows], [r["completion"] for r in rows]
+            return formats.encode_prompt_completion(tok, prompts, completions, self.template, eos)
+        if self.fmt == formats.CHAT:
+            return formats.encode_chat(tok, [r["messages"] for r in rows], eos)
+        return formats.encode_text(tok, [str(r["text"]) for r in rows], eos)
+
+    def encode_bytes(self, row: dict[str, Any]) -> tuple[list[int], list[int]]:
+        """A text or prompt/completion row in byte tokens, as :func:`byte_tokenizer` would tokenize it (its ids
+        are the UTF-8 bytes), without loading it: the driver packs the learnable corpus this way in a second."""
+        if self.fmt == formats.PROMPT_COMPLETION:
+            head = byte_encode(formats.render_prompt(self.template, row["prompt"]))
+            tail = byte_encode(str(row["completion"])) + [BYTE_EOS]
+            return head + tail, [formats.IGNORE] * len(head) + tail
+        ids = byte_encode(str(row["text"])) + [BYTE_EOS]
+        return ids, list(ids)
+
+    def pack(self, rows: list[dict[str, Any]]) -> tuple[list[list[int]], list[list[int]]]:
+        ids: list[int] = []
+        labels: list[int] = []
+        for i, lab in self.encode(rows) if rows else []:
+            ids.extend(i)
+            labels.extend(lab)
+        n, s = len(ids) // self.seq_len, self.seq_len
+        return [ids[k * s : (k + 1) * s] for k in range(n)], [labels[k * s : (k + 1) * s] for k in range(n)]
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
 
-        texts = [str(t) for t in batch["text"]]
-        if self.split is not None:
-            texts = [t for t in texts if is_eval(t) == (self.split == "eval")]
-        rows = self.pack(texts)
-        return {"input_ids": np.asarray(rows, dtype=np.int64).reshape(len(rows), self.seq_len)}
+        ids, labels = self.pack(self.rows(batch))
+        shape = (len(ids), self.seq_len)
+        return {
+            "input_ids": np.asarray(ids, dtype=np.int64).reshape(shape),
+            "labels": np.asarray(labels, dtype=np.int64).reshape(shape),
+        }
+
+
+def is_eval_row(fmt: str, row: dict[str, Any]) -> bool:
+    """Held out for evaluation? Decided by the row's own text (:func:`.formats.row_key`)."""
+    return formats.is_eval_key(formats.row_key(fmt, row), EVAL_EVERY_NTH)
 
 
 # ---- Ray Datasets (the job's driver) ------------------------------------------------------------------------------
@@ -186,7 +250,8 @@ LEARNABLE_BLOCKS = 2
 
 
 def build_datasets(cfg: JobConfig, model_dir: str | None, vocab_size: int) -> dict[str, Any]:
-    """``{"train": Dataset}`` of packed ``input_ids`` rows for ``cfg.data`` (the held-out rows: :func:`eval_rows`).
+    """``{"train": Dataset}`` of packed ``input_ids`` and ``labels`` rows for ``cfg.data`` (the held-out rows:
+    :func:`eval_rows`).
 
     ``model_dir``: the resolved ``model_id`` on the driver (its tokenizer is used when it has one; the Ray Data
     tasks resolve ``model_id`` again on their own node)."""
@@ -200,104 +265,90 @@ def build_datasets(cfg: JobConfig, model_dir: str | None, vocab_size: int) -> di
         ids = np.random.default_rng(int(cfg.seed)).integers(0, vocab_size, shape, dtype=np.int64)
         return {"train": driver_rows(ids, workers)}
     if source == LEARNABLE:
-        rows = np.concatenate(learnable_blocks(cfg, model_dir, "train"))
-        return {"train": driver_rows(rows, workers)}
-    return {"train": _packed(read_texts(source), cfg, model_dir, "train")}
+        blocks = learnable_blocks(cfg, model_dir, "train")
+        ids, labels = (np.concatenate([b[k] for b in blocks]) for k in ("input_ids", "labels"))
+        return {"train": driver_rows(ids, workers, labels)}
+    return {"train": _packed(cfg, model_dir, "train")}
 
 
-def learnable_blocks(cfg: JobConfig, model_dir: str | None, split: str) -> list:
-    """The learnable corpus packed for ``split``, block by block (``LEARNABLE_BLOCKS`` equal parts of its lines):
-    a row is cut from one block's texts, as Ray Data cuts a file's rows from one block."""
-    packer = TextPacker(int(cfg.seq_len), cfg.model_id, has_own_tokenizer=has_tokenizer(model_dir), split=split)
-    lines = learnable_lines(int(cfg.seed))
-    n, k = len(lines), LEARNABLE_BLOCKS
-    return [packer({"text": lines[i * n // k : (i + 1) * n // k]})["input_ids"] for i in range(k)]
+def learnable_blocks(cfg: JobConfig, model_dir: str | None, split: str) -> list[dict[str, Any]]:
+    """The learnable corpus packed for ``split`` as prompt/completion rows, block by block (``LEARNABLE_BLOCKS``
+    equal parts of its rows): a packed row is cut from one block's rows, as Ray Data cuts a file's from one block."""
+    own = has_tokenizer(model_dir)
+    packer = RowPacker(
+        int(cfg.seq_len), cfg.model_id, has_own_tokenizer=own, split=split, fmt=formats.PROMPT_COMPLETION
+    )
+    rows = learnable_rows(int(cfg.seed))
+    n, k = len(rows), LEARNABLE_BLOCKS
+    blocks = [rows[i * n // k : (i + 1) * n // k] for i in range(k)]
+    return [packer({c: [r[c] for r in blk] for c in ("prompt", "completion")}) for blk in blocks]
 
 
-def driver_rows(rows, workers: int):
-    """Rows the driver made (int64, ``[rows, seq_len]``) as a Ray Dataset of ``input_ids`` that Ray Train splits
-    without running a task: ``from_items`` builds the blocks in this process and puts them in the object store
-    (``from_numpy`` or a map operator would run tasks, each starting a Python process on a small machine), and
-    there is one block per worker, each exactly its share, so the equal split has no block to slice (the remainder
-    it would drop is dropped here)."""
+def driver_rows(rows, workers: int, labels=None):
+    """Rows the driver made (int64, ``[rows, seq_len]``; ``labels`` alike, or None: every token trained on) as a
+    Ray Dataset that Ray Train splits without running a task: ``from_items`` builds the blocks in this process and
+    puts them in the object store (``from_numpy`` or a map operator would run tasks, each starting a Python process
+    on a small machine), and there is one block per worker, each exactly its share, so the equal split has no
+    block to slice (the remainder it would drop is dropped here)."""
     import ray.data
 
     workers = max(1, workers)
-    rows = rows[: len(rows) - len(rows) % workers] if len(rows) >= workers else rows
-    return ray.data.from_items([{"input_ids": r} for r in rows], override_num_blocks=max(1, min(workers, len(rows))))
+    keep = len(rows) - len(rows) % workers if len(rows) >= workers else len(rows)
+    items = [
+        {"input_ids": rows[i]} if labels is None else {"input_ids": rows[i], "labels": labels[i]} for i in range(keep)
+    ]
+    return ray.data.from_items(items, override_num_blocks=max(1, min(workers, keep)))
 
 
 def eval_rows(cfg: JobConfig, model_dir: str | None, vocab_size: int):
-    """The held-out rows every evaluation reads (int64, ``[rows, seq_len]``), made once by the driver: at most
-    ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block by block like the train split;
-    files and S3: the first held-out rows Ray Data packs; ``random``: seeded random ids."""
+    """The held-out rows every evaluation reads, made once by the driver: ``{"input_ids", "labels"}`` (int64,
+    ``[rows, seq_len]``), at most ``EVAL_MAX_BATCHES`` batches for each rank. ``learnable``: packed here, block
+    by block like the train split; files, S3 and the Hub: the first held-out rows Ray Data packs; ``random``:
+    seeded random ids, every token trained on."""
     import numpy as np
 
     source = cfg.data or LEARNABLE
     seq_len, batch = int(cfg.seq_len), int(cfg.batch_size)
     rows = EVAL_MAX_BATCHES * batch * int(cfg.num_workers or 1)
     if source == RANDOM:
-        return np.random.default_rng(int(cfg.seed) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
+        ids = np.random.default_rng(int(cfg.seed) + 1).integers(0, vocab_size, (rows, seq_len), dtype=np.int64)
+        return {"input_ids": ids, "labels": ids}
     if source == LEARNABLE:
-        return np.concatenate(learnable_blocks(cfg, model_dir, "eval"))[:rows]
-    got = _packed(read_texts(source), cfg, model_dir, "eval").limit(rows).take_all()
-    return np.asarray([r["input_ids"] for r in got], dtype=np.int64).reshape(len(got), seq_len)
+        blocks = learnable_blocks(cfg, model_dir, "eval")
+        return {k: np.concatenate([b[k] for b in blocks])[:rows] for k in ("input_ids", "labels")}
+    got = _packed(cfg, model_dir, "eval").limit(rows).take_all()
+    return {
+        k: np.asarray([r[k] for r in got], dtype=np.int64).reshape(len(got), seq_len) for k in ("input_ids", "labels")
+    }
 
 
 def rank_rows(rows, rank: int, world: int):
-    """This rank's share of the held-out rows: equal shares (a remainder is left out), so every rank evaluates the
-    same number of batches and their losses are averaged by one all-reduce."""
+    """This rank's share of the held-out rows (an array, or a dict of equal arrays): equal shares (a remainder is
+    left out), so every rank evaluates the same number of batches and their losses are averaged by one all-reduce."""
+    if isinstance(rows, dict):
+        return {k: rank_rows(v, rank, world) for k, v in rows.items()}
     per = len(rows) // world
     return rows[rank * per : (rank + 1) * per]
 
 
-def _packed(texts, cfg: JobConfig, model_dir: str | None, split: str):
-    """``texts`` tokenized and packed to ``seq_len`` rows, keeping ``split``'s texts (see :func:`is_eval`)."""
+def _packed(cfg: JobConfig, model_dir: str | None, split: str):
+    """``cfg.data`` read (:func:`.sources.read_source`), tokenized in its form and packed to ``seq_len`` rows,
+    keeping ``split``'s rows (see :func:`is_eval_row`)."""
+    ds, fmt = sources.read_source(cfg.data, cfg.data_format, cfg.data_columns)
     own = has_tokenizer(model_dir)
-    packer = TextPacker(int(cfg.seq_len), cfg.model_id, has_own_tokenizer=own, split=split)
+    packer = RowPacker(
+        int(cfg.seq_len),
+        cfg.model_id,
+        has_own_tokenizer=own,
+        split=split,
+        fmt=fmt,
+        columns=cfg.data_columns,
+        template=cfg.prompt_template,
+    )
     # whole blocks: a row is cut from the texts of one batch, and the held-out texts of a few hundred short lines
     # hold fewer tokens than one row of a long seq_len (2048: no eval row at all); num_cpus=0: the training workers
     # hold the worker nodes' CPUs, and this work is light
-    return texts.map_batches(packer, batch_size=None, batch_format="numpy", num_cpus=0)
-
-
-def read_texts(source: str):
-    """A Ray Dataset with one ``text`` column from a file or folder (local or s3://)."""
-    import ray.data
-
-    zero = {"ray_remote_args": {"num_cpus": 0}}
-    low = source.rstrip("/").lower()
-    if low.endswith(".txt"):
-        return ray.data.read_text(source, **zero)
-    if low.endswith((".jsonl", ".json")):
-        return ray.data.read_json(source, lines=low.endswith(".jsonl"), **zero).select_columns(["text"], num_cpus=0)
-    if low.endswith(".parquet"):
-        return ray.data.read_parquet(source, columns=["text"], **zero)
-    ext = _folder_extension(source)
-    if ext == ".txt":
-        return ray.data.read_text(source, file_extensions=["txt"], **zero)
-    if ext in (".jsonl", ".json"):
-        return ray.data.read_json(source, file_extensions=[ext[1:]], lines=ext == ".jsonl", **zero).select_columns(
-            ["text"], num_cpus=0
-        )
-    return ray.data.read_parquet(source, columns=["text"], file_extensions=["parquet"], **zero)
-
-
-def _folder_extension(source: str) -> str:
-    if source.startswith("s3://"):
-        import pyarrow.fs
-
-        fs, path = pyarrow.fs.FileSystem.from_uri(source)
-        names = [i.path for i in fs.get_file_info(pyarrow.fs.FileSelector(path, recursive=True)) if i.is_file]
-    else:
-        names = [os.path.join(d, f) for d, _, fs_ in os.walk(source) for f in fs_]
-    exts = sorted({os.path.splitext(n)[1].lower() for n in names} & set(TEXT_EXTENSIONS))
-    if len(exts) != 1:
-        raise ValueError(
-            f"train.data = {source!r}: expected files of one kind ({', '.join(TEXT_EXTENSIONS)}), found "
-            f"{exts or 'none'}. Fix: point train.data at one file or a folder of one kind"
-        )
-    return exts[0]
+    return ds.map_batches(packer, batch_size=None, batch_format="numpy", num_cpus=0)
 
 
 def data_config():
@@ -309,9 +360,11 @@ def data_config():
 
 
 # ---- the worker's side ---------------------------------------------------------------------------------------------
-def digest(ids) -> str:
-    """A short fingerprint of one batch (to check shards are disjoint and resume neither repeats nor skips)."""
-    return hashlib.sha1(ids.cpu().numpy().tobytes()).hexdigest()[:12]
+def digest(batch) -> str:
+    """A short fingerprint of one batch: its ids, or its (ids, labels) (to check shards are disjoint and resume
+    neither repeats nor skips)."""
+    parts = batch if isinstance(batch, tuple) else (batch,)
+    return hashlib.sha1(b"".join(t.cpu().numpy().tobytes() for t in parts)).hexdigest()[:12]
 
 
 class ShardReader:
@@ -372,18 +425,28 @@ class ShardReader:
             if self._it is None:
                 self._it = self._open()
                 for _ in range(self.batch):  # consumed before the checkpoint we resumed from
-                    self.skipped.append(digest(_ids(next(self._it))))
+                    self.skipped.append(digest(_ids(next(self._it))))  # as TrainLog records a step: its ids
             try:
-                ids = _ids(next(self._it))
+                pair = _pair(next(self._it))
             except StopIteration:
                 if self.batch == 0:
                     raise ValueError("this rank's data shard is empty: more data, or a smaller batch_size") from None
                 self._it, self.epoch, self.batch = None, self.epoch + 1, 0
                 continue
             self.batch += 1
-            return ids
+            return pair
         raise ValueError("this rank's data shard is empty")  # pragma: no cover - guarded above
 
 
 def _ids(batch):
-    return batch["input_ids"] if isinstance(batch, dict) else batch
+    return _pair(batch)[0]
+
+
+def _pair(batch):
+    """(input_ids, labels) of a batch: a dict of Ray Data columns (no ``labels``: every token trained on), an
+    (ids, labels) pair, or bare ids."""
+    if isinstance(batch, dict):
+        return batch["input_ids"], batch.get("labels", batch["input_ids"])
+    if isinstance(batch, tuple):
+        return batch
+    return batch, batch

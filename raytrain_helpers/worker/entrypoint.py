@@ -14,8 +14,10 @@ from typing import Any
 
 from ..core.constants import RESULT_PREFIX, TRAIN_SLOT
 from . import data as data_mod
+from .formats import DataFormatError
 from .hub import ModelSourceError, resolve_config_dir
 from .job_config import JobConfig, JobConfigError, uses_gpu
+from .sources import DataSourceError
 from .train import loop_config, train_loop_per_worker
 
 
@@ -45,7 +47,10 @@ def datasets_for(cfg: JobConfig) -> tuple[dict[str, Any], Any]:
         except ModelSourceError as e:
             raise SystemExit(f"[driver] {e}") from None
     vocab = int(cfg.model["vocab_size"])
-    return data_mod.build_datasets(cfg, model_dir, vocab), data_mod.eval_rows(cfg, model_dir, vocab)
+    try:
+        return data_mod.build_datasets(cfg, model_dir, vocab), data_mod.eval_rows(cfg, model_dir, vocab)
+    except (DataSourceError, DataFormatError) as e:  # a missing file or column: the message names the fix
+        raise SystemExit(f"[driver] {e}") from None
 
 
 #: After a failed run, how long the driver waits for Ray to mark a lost node dead: the GCS declares a node dead
@@ -100,7 +105,7 @@ def run(cfg: JobConfig) -> dict[str, Any]:
     eval_rows = ray.put(held_out)
     print(
         f"[driver] data: {cfg.data or data_mod.LEARNABLE} -> Ray Dataset 'train' (split over the workers), "
-        f"{len(held_out)} held-out rows",
+        f"{len(held_out['input_ids'])} held-out rows",
         flush=True,
     )
     trainer = TorchTrainer(

@@ -124,6 +124,13 @@ class JobConfig(TypedConfig):
     """``train.model_id``: pretrained weights to fine-tune (a local folder or a hub id); None = random weights."""
     data: str
     """``train.data``: ``learnable``, ``random``, a file or folder of text / jsonl / parquet, or ``s3://...``."""
+    data_format: Literal["auto", "text", "prompt_completion", "chat"] = "auto"
+    """``train.data_format``: the form of the rows (``auto``: from the columns the source has); the loss is the
+    completion's or the assistant turns' alone in the last two."""
+    data_columns: dict[str, str] = {}
+    """``train.data_columns``: the source's column for each column a form reads (``{prompt: question}``)."""
+    prompt_template: str = "{prompt}"
+    """``train.prompt_template``: how a prompt is written before its completion (``{prompt}`` is replaced)."""
     steps: int
     """Optimizer steps of the whole run (a resumed run counts the steps already done)."""
     seq_len: int

@@ -1,4 +1,4 @@
-"""Fused GPU kernels for the Qwen2 model, and the FLOPs accounting behind the job's MFU.
+"""Fused GPU kernels for the model's family (liger-kernel), and the FLOPs accounting behind the job's MFU.
 
 ``train.kernels``: ``liger`` patches a model that is already built (before FSDP shards it) with liger-kernel's
 RMSNorm, SwiGLU MLP and RoPE, and replaces the model's forward with one that computes the loss straight from
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from ..core.kernel_families import kernels_note, liger_function
 
 #: The pinned liger-kernel (the `gpu` extra, constraints.txt and the aws runtime_env pip all use this one).
 LIGER_REQUIREMENT = "liger-kernel==0.8.5"
@@ -67,13 +69,22 @@ def resolve(choice: str, *, on_gpu: bool) -> str:
 
 
 def apply(model, choice: str, *, on_gpu: bool) -> str:
-    """Patch a built Qwen2ForCausalLM in place (call it before ``fully_shard``); returns what was used.
+    """Patch a built causal LM in place with its family's liger-kernel function (call it before ``fully_shard``);
+    returns what was used.
 
-    Kernels that ``auto`` chose are optional: when patching raises (a liger-kernel that does not fit this
-    transformers, a Triton error...), whatever the patch had changed is put back, a ``[kernels]`` line says why,
-    and the worker trains without them (``none``). A forced ``liger`` that cannot be applied is an error naming
-    the cause and the fix, as when it cannot be imported."""
+    Kernels that ``auto`` chose are optional: when the model's family has no liger patch
+    (:data:`~raytrain_helpers.core.kernel_families.LIGER_FAMILIES`), or patching raises (a liger-kernel that does
+    not fit this transformers, a Triton error...), whatever the patch had changed is put back, a ``[kernels]`` line
+    says why, and the worker trains without them (``none``). A forced ``liger`` that cannot be applied is an error
+    naming the cause and the fix, as when it cannot be imported."""
     used = resolve(choice, on_gpu=on_gpu)
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if used == "liger" and liger_function(model_type) is None:
+        why = kernels_note(model_type, "none")
+        if choice == "liger":
+            raise KernelsUnavailable(f"train.kernels = 'liger' but {why}. Fix: kernels: auto or kernels: none")
+        print(f"{FALLBACK_PREFIX}{why}: training without fused kernels (train.kernels: auto -> none)", flush=True)
+        used = "none"
     if used == "liger":
         why = _patch_or_restore(model, _apply_liger)
         if why is not None:
@@ -94,14 +105,24 @@ def apply(model, choice: str, *, on_gpu: bool) -> str:
 
 #: How a worker's log line about kernels starts (a fallback to none says why).
 FALLBACK_PREFIX = "[kernels] "
+#: What each family's patch is asked for (a function takes the ones its signature names: Gemma's GeGLU, the
+#: others' SwiGLU): the loss from the hidden states (fused linear cross-entropy), no separate cross-entropy.
+LIGER_OPTIONS = dict(
+    rope=True, rms_norm=True, swiglu=True, geglu=True, cross_entropy=False, fused_linear_cross_entropy=True
+)
 
 
 def _apply_liger(model) -> None:
-    from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+    import inspect
 
-    apply_liger_kernel_to_qwen2(
-        rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model
-    )
+    import liger_kernel.transformers as liger
+
+    fn = getattr(liger, liger_function(model.config.model_type) or "", None)
+    if fn is None:
+        raise KernelsUnavailable(f"this liger-kernel has no {liger_function(model.config.model_type)}")
+    params = inspect.signature(fn).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    fn(**{k: v for k, v in LIGER_OPTIONS.items() if takes_all or k in params}, model=model)
 
 
 def _patch_or_restore(model, patch) -> str | None:
@@ -138,11 +159,13 @@ def _patch_or_restore(model, patch) -> str | None:
     return None
 
 
-def causal_lm_loss(model, ids):
-    """Next-token loss of ``ids``; with liger the loss comes from the hidden states (no logits tensor)."""
+def causal_lm_loss(model, ids, labels=None):
+    """Next-token loss of ``ids`` on the tokens whose ``labels`` are not -100 (None: every token); with liger the
+    loss comes from the hidden states (no logits tensor)."""
+    labels = ids if labels is None else labels
     if getattr(model, "raytrain_kernels", "none") == "liger":
-        return model(input_ids=ids, labels=ids, skip_logits=True).loss
-    return model(input_ids=ids, labels=ids).loss
+        return model(input_ids=ids, labels=labels, skip_logits=True).loss
+    return model(input_ids=ids, labels=labels).loss
 
 
 # ---- FLOPs and MFU (the notebook side's plan.perf uses the same formula; a unit test checks they agree) ----

@@ -63,8 +63,28 @@ def build_random(model_cfg: dict[str, Any], device):
         return AutoModelForCausalLM.from_config(_prepare(config_from_dict(model_cfg)))
 
 
+def decoder_layers(model) -> list:
+    """The model's decoder layers, whatever its family: the modules whose class the model names in
+    ``_no_split_modules`` (what transformers' own device map and FSDP wrapping keep whole: ``LlamaDecoderLayer``,
+    ``MistralDecoderLayer``, ``Qwen2DecoderLayer``, ``Qwen3DecoderLayer``, ``GemmaDecoderLayer``,
+    ``PhiDecoderLayer``, ``Phi3DecoderLayer``...), else ``model.model.layers``. None found is an error naming the
+    model's class."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    found = [m for m in model.modules() if type(m).__name__ in names]
+    if not found:
+        inner = getattr(getattr(model, "model", None), "layers", None)
+        found = list(inner) if inner is not None else []
+    if not found:
+        raise ValueError(
+            f"{type(model).__name__}: no decoder layers found (neither the classes its _no_split_modules names nor "
+            "model.model.layers), so FSDP cannot shard it layer by layer. Fix: a causal LM of transformers' own "
+            "families (Llama, Mistral, Qwen2/Qwen3, Gemma, Phi), or pass your own shard function"
+        )
+    return found
+
+
 def shard_model(model, *, mixed_precision: bool):
-    """FSDP2: ``fully_shard`` each decoder layer, then the root."""
+    """FSDP2: ``fully_shard`` each decoder layer (:func:`decoder_layers`), then the root."""
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -73,14 +93,15 @@ def shard_model(model, *, mixed_precision: bool):
         if mixed_precision
         else MixedPrecisionPolicy()
     )
-    for layer in model.model.layers:
+    for layer in decoder_layers(model):
         fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
     return model
 
 
 def reinit_buffers(model, device) -> int:
-    """Re-create the non-persistent buffers (rotary ``inv_freq``) that ``to_empty`` left uninitialised."""
+    """Re-create the non-persistent buffers that ``to_empty`` left uninitialised: the rotary embeddings'
+    ``inv_freq`` (built from the config alone) and Gemma's embedding scale (``scalar_embed_scale``)."""
     import torch
 
     n = 0
@@ -88,10 +109,20 @@ def reinit_buffers(model, device) -> int:
         names = [b for b in getattr(module, "_non_persistent_buffers_set", ()) if b in module._buffers]
         if not names:
             continue
-        with torch.device("cpu"):
-            fresh = type(module)(config=module.config)  # rotary embeddings are built from the config alone
+        if hasattr(module, "scalar_embed_scale"):  # Gemma's scaled word embedding
+            fresh = {"embed_scale": torch.tensor(module.scalar_embed_scale)}
+        elif hasattr(module, "config"):
+            with torch.device("cpu"):
+                rebuilt = type(module)(config=module.config)  # rotary embeddings are built from the config alone
+            fresh = {b: getattr(rebuilt, b) for b in names}
+        else:
+            raise ValueError(
+                f"{type(module).__name__}: non-persistent buffers {names} that cannot be re-created after meta-device "
+                "initialisation. Fix: load this model without model_id's meta-device path (random weights), or "
+                "report the model family"
+            )
         for b in names:
-            module._buffers[b] = getattr(fresh, b).to(device)
+            module._buffers[b] = fresh[b].to(device)
             n += 1
     return n
 

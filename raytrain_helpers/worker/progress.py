@@ -148,7 +148,8 @@ class TrainLog:
         model.eval()
         with torch.no_grad():
             total = sum(
-                kernels.causal_lm_loss(model, ids.to(self.me.device)).detach().float() for ids in self.eval_batches
+                kernels.causal_lm_loss(model, ids.to(self.me.device), labels.to(self.me.device)).detach().float()
+                for ids, labels in self.eval_batches
             )
         model.reshard()  # the root stays unsharded after a forward without backward: free it before training
         model.train()

@@ -65,10 +65,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     log.begin(model, start)
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
-        ids = reader.next()
+        ids, labels = reader.next()  # labels: -100 where the loss does not look (prompts, user turns)
         with step_trace.profiled(step == cfg.profile_step, me.rank) as trace:  # train.profile_step only
             # forward: FSDP all-gathers each layer's weights just before it runs, frees them after
-            loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True))
+            loss = kernels.causal_lm_loss(model, ids.to(me.device, non_blocking=True), labels.to(me.device))
             # backward: each layer gathered again, its gradients reduce-scattered (each rank keeps a shard)
             loss.backward()
             optimizer.step()  # AdamW on this rank's shards
@@ -158,9 +158,12 @@ def _held_out_batches(cfg: JobConfig, me: Rank, eval_rows: Any) -> list:
 
     if eval_rows is None:
         return []
-    mine = torch.tensor(data_mod.rank_rows(ray.get(eval_rows), me.rank, me.world))  # a copy: the store's is read-only
-    b = cfg.batch_size
-    return [mine[i : i + b] for i in range(0, len(mine), b)][: data_mod.EVAL_MAX_BATCHES]
+    rows = ray.get(eval_rows)
+    rows = rows if isinstance(rows, dict) else {"input_ids": rows, "labels": rows}
+    mine = {k: torch.tensor(v) for k, v in data_mod.rank_rows(rows, me.rank, me.world).items()}  # copies: read-only
+    b, n = cfg.batch_size, len(mine["input_ids"])
+    batches = [(mine["input_ids"][i : i + b], mine["labels"][i : i + b]) for i in range(0, n, b)]
+    return batches[: data_mod.EVAL_MAX_BATCHES]
 
 
 def build_model(cfg: JobConfig, device):

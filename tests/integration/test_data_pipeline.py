@@ -27,7 +27,7 @@ DRIVER = textwrap.dedent(
     cfg = job_cfg(data="learnable", seq_len=2048, batch_size=22, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     counts = {name: d.count() for name, d in ds.items()}
-    print("COUNTS " + json.dumps(dict(counts, eval=len(data.eval_rows(cfg, None, data.BYTE_VOCAB)))))
+    print("COUNTS " + json.dumps(dict(counts, eval=len(data.eval_rows(cfg, None, data.BYTE_VOCAB)["input_ids"]))))
     batches = {}
     for source in ("learnable", "random"):
         cfg = job_cfg(data=source, seq_len=128, batch_size=2, seed=0, steps=8, num_workers=2)
@@ -46,8 +46,13 @@ DRIVER = textwrap.dedent(
 
 
 def _tokens(split: str) -> int:
-    """Byte tokens of one split of the learnable corpus, each text followed by EOS."""
-    return sum(len(t.encode()) + 1 for t in data.learnable_lines(0) if data.is_eval(t) == (split == "eval"))
+    """Byte tokens of one split of the learnable corpus, each row (prompt and completion) followed by EOS."""
+    rows = data.learnable_rows(0)
+    return sum(
+        len(r["prompt"] + r["completion"]) + 1
+        for r in rows
+        if data.is_eval_row("prompt_completion", r) == (split == "eval")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +104,7 @@ S3_DRIVER = textwrap.dedent(
     cfg = job_cfg(data=sys.argv[1], seq_len=16, batch_size=2, seed=0, steps=1, num_workers=1)
     ds = data.build_datasets(cfg, None, data.BYTE_VOCAB)
     rows = {name: [r["input_ids"].tolist() for r in d.take_all()] for name, d in ds.items()}
-    rows["eval"] = data.eval_rows(cfg, None, data.BYTE_VOCAB).tolist()
+    rows["eval"] = data.eval_rows(cfg, None, data.BYTE_VOCAB)["input_ids"].tolist()
     print("ROWS " + json.dumps(rows))
     """
 )
@@ -139,3 +144,55 @@ def test_text_is_read_from_s3_and_packed(local_settings, local_cluster):
     stream = data.byte_decode(i for row in rows["train"] for i in row if i < 256)
     train = [t for t in lines[:300] if not data.is_eval(t)]
     assert all(t in stream for t in train[:-2]), "texts of the first file missing from the packed train rows"
+
+
+#: A driver reading prompt/completion rows (your column names, mapped by train.data_columns) from a local parquet
+#: file through Ray Data: the packed rows and their labels; then the same file asked for a column it lacks.
+PC_DRIVER = textwrap.dedent(
+    """
+    import json, sys, ray
+    from raytrain_helpers.worker import data
+    from tests.helpers import job_cfg
+    ray.init(log_to_driver=False)
+    cfg = job_cfg(data=sys.argv[1], seq_len=32, batch_size=2, seed=0, steps=1, num_workers=1,
+                  data_format="prompt_completion", data_columns={"prompt": "question", "completion": "answer"},
+                  prompt_template="Q: {prompt}\\nA: ")
+    got = data.build_datasets(cfg, None, data.BYTE_VOCAB)["train"].take_all()
+    print("ROWS " + json.dumps([[r["input_ids"].tolist(), r["labels"].tolist()] for r in got]))
+    try:
+        data.build_datasets(cfg.replace(data_columns={"prompt": "query"}), None, data.BYTE_VOCAB)
+    except ValueError as e:
+        print("ERROR " + json.dumps(str(e)))
+    """
+)
+
+
+def test_prompt_completion_rows_are_read_by_ray_data_with_the_prompt_masked(local_settings, local_cluster, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    qs = [f"what is {i} plus {i}?" for i in range(300)]
+    ans = [f"{2 * i}" for i in range(300)]
+    pq.write_table(pa.table({"question": qs, "answer": ans, "id": list(range(300))}), tmp_path / "qa.parquet")
+    env = dict(os.environ, RAY_ADDRESS=f"127.0.0.1:{local_settings.local.gcs_port}")
+    r = subprocess.run(
+        [sys.executable, "-c", PC_DRIVER, str(tmp_path / "qa.parquet")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = {
+        x.split(" ", 1)[0]: json.loads(x.split(" ", 1)[1]) for x in r.stdout.splitlines() if x[:4] in ("ROWS", "ERRO")
+    }
+    assert set(out) == {"ROWS", "ERROR"}, r.stdout[-2000:] + r.stderr[-3000:]
+    trained = "".join(data.byte_decode([i for i, lab in zip(*row, strict=True) if lab != -100]) for row in out["ROWS"])
+    context = "".join(data.byte_decode([i for i, lab in zip(*row, strict=True) if lab == -100]) for row in out["ROWS"])
+    assert "what is" not in trained and "Q: " not in trained and "what is" in context  # prompts: context only
+    kept = [
+        a
+        for q, a in zip(qs, ans, strict=True)
+        if not data.is_eval_row("prompt_completion", {"prompt": q, "completion": a})
+    ]
+    assert trained.startswith("".join(kept[:3]))  # the completions, in order, each trained on
+    assert "no column 'query'" in out["ERROR"] and "train.data_columns" in out["ERROR"] and "Fix:" in out["ERROR"]

@@ -115,3 +115,27 @@ def test_the_existing_cluster_profile_says_the_cluster_is_the_learners():
         check_installed_ray=False, cluster_name="team-gpu",
     )  # fmt: skip
     assert s.target == "aws" and s.aws.existing_cluster is True and s.aws.cluster_name == "team-gpu"
+
+
+GSM8K = REPO / "profiles" / "aws-gsm8k.yaml"
+
+
+def test_the_gsm8k_profile_fine_tunes_the_articles_model_on_a_real_task_and_docs_quote_its_plan():
+    """GSM8K from the Hub as prompt/completion rows (question -> answer), the article's model and nodes; the
+    figures docs/adapt.md quotes are what the plan and the cost model say for it."""
+    from raytrain_helpers.plan import memory, perf
+
+    s = loading.load(REPO / "env.yaml", files=[GSM8K], environ={}, check_installed_ray=False, **dict([BUCKET[1:]]))
+    t = s.train
+    assert t.data == "hf://datasets/openai/gsm8k/main/train-00000-of-00001.parquet"
+    assert (t.data_format, t.data_columns) == ("prompt_completion", {"prompt": "question", "completion": "answer"})
+    assert t.model_id == "Qwen/Qwen2.5-1.5B" and "{prompt}" in t.prompt_template
+    plan, pred = memory.aws_plan(s), perf.predict_aws(s)
+    assert plan.fits and plan.kernels == "liger"
+    job = next(p for p in walkthrough.estimate(s, today=dt.date(2026, 12, 4)).phases if p.notebook == "05")
+    assert job.minutes * 60 < t.job_timeout_s
+    adapt = (REPO / "docs" / "adapt.md").read_text()
+    assert f"{t.steps} steps x {pred.step_s:.1f} s predicted" in adapt
+    assert f"about {pred.time_s / 60:.1f} min of training" in adapt
+    total = walkthrough.estimate(s, today=dt.date(2026, 12, 4))
+    assert f"about {total.minutes:.0f} min of cluster, about USD {total.usd:.2f}" in adapt

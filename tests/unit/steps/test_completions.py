@@ -114,3 +114,39 @@ def test_a_continuation_is_right_when_it_starts_with_the_expected_letters():
     assert completions.right("efgh", "efgh") and completions.right("efghij", "efgh")  # a BPE token may run on
     assert not completions.right("efg", "efgh") and not completions.right("<eos>efgh", "efgh")
     assert not completions.right("anything", "")
+
+
+def test_prompt_completion_data_is_scored_on_its_held_out_rows_by_the_final_answer(settings, tmp_path, monkeypatch):
+    """A GSM8K-shaped file (question, answer ending in #### N): the table's prompts are its held-out rows as the job
+    wrote them (the template filled in), the expected column their answers; the row passes only when the trained
+    model's final answers beat the initial weights'."""
+    import json
+
+    from raytrain_helpers.worker import data as worker_data
+
+    rows = [{"question": f"What is {i} plus {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"} for i in range(600)]
+    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fields = dict(
+        data=str(tmp_path / "qa.jsonl"),
+        data_format="prompt_completion",
+        data_columns={"prompt": "question", "completion": "answer"},
+        prompt_template="Question: {prompt}\nAnswer: ",
+    )
+    cfg = job_cfg(seed=0, **fields)
+    pairs = completions.prompt_pairs(settings, cfg, None)
+    assert len(pairs) == 20 and all(p.startswith("Question: What is ") and p.endswith("\nAnswer: ") for p, _ in pairs)
+    held = {
+        r["question"]
+        for r in rows
+        if worker_data.is_eval_row("prompt_completion", {"prompt": r["question"], "completion": r["answer"]})
+    }
+    assert {p.removeprefix("Question: ").removesuffix("\nAnswer: ") for p, _ in pairs} <= held
+    right = [(p, e, "I do not know", "so\n#### " + e.rsplit("#### ", 1)[1]) for p, e in pairs]
+    for after, before, status in ((1.0, 0.0, "PASS"), (0.0, 0.0, "FAIL")):
+        got = {"rows": right, "before": before, "after": after, "path": "x"}
+        monkeypatch.setattr(completions, "generate", lambda *a, _g=got, **k: _g)
+        crit = Criteria("t")
+        completions.check_completions(crit, settings, SimpleNamespace(job_config=cfg, metrics={}))
+        (row,) = crit.items
+        assert row.status == status and row.name.endswith("(better than before training)"), row
+        assert row.evidence.startswith("20/20 exactly right after training")

@@ -18,12 +18,14 @@ def test_learnable_lines_follow_the_alphabet_and_are_reproducible():
         assert all((ord(b) - ord(a)) % 26 == 1 for a, b in zip(line, line[1:], strict=False)), line
 
 
-def test_eval_split_is_held_out_by_text_and_prompts_come_from_it():
-    lines = data.learnable_lines(0)
-    held = {t for t in lines if data.is_eval(t)}
-    trained = {t for t in lines if not data.is_eval(t)}
+def test_eval_split_is_held_out_by_row_and_prompts_come_from_it():
+    rows = data.learnable_rows(0)
+    key = {id(r): data.is_eval_row("prompt_completion", r) for r in rows}
+    held = {r["prompt"] + r["completion"] for r in rows if key[id(r)]}
+    trained = {r["prompt"] + r["completion"] for r in rows if not key[id(r)]}
     assert held and trained and not held & trained
-    assert 0.02 < sum(map(data.is_eval, lines)) / len(lines) < 0.10
+    assert 0.02 < len([r for r in rows if key[id(r)]]) / len(rows) < 0.10
+    assert all(len(r["prompt"]) == data.LEARNABLE_PROMPT for r in rows)
     pairs = data.held_out_prompts(0)
     assert len(pairs) >= 20 and len(set(pairs)) == len(pairs)  # 06's before/after table: at least 20 prompts
     for prompt, answer in pairs:
@@ -36,38 +38,46 @@ def ALPHABET_NEXT(c: str) -> str:  # noqa: N802 - reads as a constant mapping
 
 
 def test_packing_appends_eos_and_cuts_rows_of_seq_len():
-    rows = data.TextPacker(8).pack(["abc", "defgh", "ij"])
-    assert rows == [[97, 98, 99, data.BYTE_EOS, 100, 101, 102, 103]]  # the short tail is dropped
-    out = data.TextPacker(4)({"text": ["abcdefg", "xy"]})
-    assert out["input_ids"].shape == (2, 4) and out["input_ids"].dtype.name == "int64"
+    ids, labels = data.RowPacker(8).pack([{"text": "abc"}, {"text": "defgh"}, {"text": "ij"}])
+    assert ids == [[97, 98, 99, data.BYTE_EOS, 100, 101, 102, 103]] == labels  # the short tail is dropped
+    out = data.RowPacker(4)({"text": ["abcdefg", "xy"]})
+    assert out["input_ids"].shape == out["labels"].shape == (2, 4) and out["input_ids"].dtype.name == "int64"
 
 
-def test_the_packer_of_a_split_packs_only_that_splits_texts():
-    lines = data.learnable_lines(0, 2000)
-    batch = {"text": lines}
+def test_the_learnable_rows_train_only_on_their_completions():
+    ids, labels = data.RowPacker(64, fmt="prompt_completion").pack([{"prompt": "abcd", "completion": "efg"}] * 9)
+    assert ids[0][:8] == [97, 98, 99, 100, 101, 102, 103, data.BYTE_EOS]
+    assert labels[0][:8] == [-100] * 4 + [101, 102, 103, data.BYTE_EOS]
+
+
+def test_the_packer_of_a_split_packs_only_that_splits_rows():
+    rows = data.learnable_rows(0, 2000)
+    batch = {c: [r[c] for r in rows] for c in ("prompt", "completion")}
     for split, keep in (("train", False), ("eval", True)):
-        got = data.TextPacker(16, split=split)(batch)["input_ids"].tolist()
-        assert got == data.TextPacker(16).pack([t for t in lines if data.is_eval(t) == keep]), split
-    assert len(data.TextPacker(16, split="eval")(batch)["input_ids"]) < len(
-        data.TextPacker(16, split="train")(batch)["input_ids"]
-    )
+        got = data.RowPacker(16, split=split, fmt="prompt_completion")(batch)["input_ids"].tolist()
+        want = [r for r in rows if data.is_eval_row("prompt_completion", r) == keep]
+        assert got == data.RowPacker(16, fmt="prompt_completion").pack(want)[0], split
+    n = {s: len(data.RowPacker(16, split=s, fmt="prompt_completion")(batch)["input_ids"]) for s in ("eval", "train")}
+    assert n["eval"] < n["train"]
 
 
 def test_the_driver_packs_the_held_out_rows_of_the_learnable_corpus_block_by_block():
-    """What every evaluation reads: only held-out texts, packed per block like the train split's tasks, cut to
+    """What every evaluation reads: only held-out rows, packed per block like the train split's tasks, cut to
     EVAL_MAX_BATCHES batches per rank; the same rows every time."""
     cfg = job_cfg(data="learnable", seq_len=16, batch_size=2, seed=0, num_workers=2)
-    rows = data.eval_rows(cfg, None, data.BYTE_VOCAB)
-    lines = data.learnable_lines(0)
+    got = data.eval_rows(cfg, None, data.BYTE_VOCAB)
+    rows = got["input_ids"]
+    lines = data.learnable_rows(0)
     half = len(lines) // data.LEARNABLE_BLOCKS
-    first_block = data.TextPacker(16).pack([t for t in lines[:half] if data.is_eval(t)])
+    held = [r for r in lines[:half] if data.is_eval_row("prompt_completion", r)]
+    first_ids, first_labels = data.RowPacker(16, fmt="prompt_completion").pack(held)
     assert rows.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and rows.dtype.name == "int64"
-    assert rows.tolist() == first_block[: len(rows)]
-    assert (rows == data.eval_rows(cfg, None, data.BYTE_VOCAB)).all()
-    long = data.eval_rows(cfg.replace(seq_len=2048, batch_size=22), None, data.BYTE_VOCAB)
-    held = sum(len(t.encode()) + 1 for t in lines if data.is_eval(t))
-    assert held // 2048 - data.LEARNABLE_BLOCKS <= len(long) <= held // 2048  # less than a row lost per block
-    noise = data.eval_rows(cfg.replace(data="random"), None, 50)
+    assert rows.tolist() == first_ids[: len(rows)] and got["labels"].tolist() == first_labels[: len(rows)]
+    assert (rows == data.eval_rows(cfg, None, data.BYTE_VOCAB)["input_ids"]).all()
+    long = data.eval_rows(cfg.replace(seq_len=2048, batch_size=22), None, data.BYTE_VOCAB)["input_ids"]
+    n_held = sum(len(r["prompt"] + r["completion"]) + 1 for r in lines if data.is_eval_row("prompt_completion", r))
+    assert n_held // 2048 - data.LEARNABLE_BLOCKS <= len(long) <= n_held // 2048  # less than a row lost per block
+    noise = data.eval_rows(cfg.replace(data="random"), None, 50)["input_ids"]
     assert noise.shape == (data.EVAL_MAX_BATCHES * 2 * 2, 16) and 0 <= noise.min() and noise.max() < 50
 
 
@@ -96,12 +106,12 @@ def _epochs(n_batches: int, world: int, rank: int):
 @pytest.mark.parametrize("stop_at", [1, 3, 5, 7])
 def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
     straight = data.ShardReader(_epochs(10, 2, 0))
-    seen = [data.digest(straight.next()) for _ in range(9)]  # crosses the epoch end (5 batches per epoch)
+    seen = [data.digest(straight.next()[0]) for _ in range(9)]  # crosses the epoch end (5 batches per epoch)
     first = data.ShardReader(_epochs(10, 2, 0))
-    before = [data.digest(first.next()) for _ in range(stop_at)]
+    before = [data.digest(first.next()[0]) for _ in range(stop_at)]
     pos = first.position()
     resumed = data.ShardReader(_epochs(10, 2, 0), **pos)
-    after = [data.digest(resumed.next()) for _ in range(9 - stop_at)]
+    after = [data.digest(resumed.next()[0]) for _ in range(9 - stop_at)]
     assert before + after == seen
     assert resumed.skipped == before[-pos["batch"] :] if pos["batch"] else resumed.skipped == []
     assert straight.position() == {"epoch": 1, "batch": 4}
@@ -110,13 +120,13 @@ def test_resume_from_a_position_neither_repeats_nor_skips_data(stop_at):
 @pytest.mark.parametrize("stop_at", [0, 3, 6])
 def test_a_prefetched_reader_gives_the_same_batches_from_any_position(stop_at):
     straight = data.ShardReader(_epochs(10, 2, 0))
-    seen = [data.digest(straight.next()) for _ in range(9)]
+    seen = [data.digest(straight.next()[0]) for _ in range(9)]
     first = data.ShardReader(_epochs(10, 2, 0))
-    before = [data.digest(first.next()) for _ in range(stop_at)]
+    before = [data.digest(first.next()[0]) for _ in range(stop_at)]
     resumed = data.ShardReader(_epochs(10, 2, 0))
     resumed.prefetch()  # opened at (0, 0), before the checkpoint's position is known (the training loop's order)
     resumed.epoch, resumed.batch = first.position()["epoch"], first.position()["batch"]
-    assert before + [data.digest(resumed.next()) for _ in range(9 - stop_at)] == seen
+    assert before + [data.digest(resumed.next()[0]) for _ in range(9 - stop_at)] == seen
 
 
 def test_prefetch_opens_the_shard_and_fetches_the_first_batch_before_next_is_called():
@@ -132,7 +142,7 @@ def test_prefetch_opens_the_shard_and_fetches_the_first_batch_before_next_is_cal
     reader = data.ShardReader(epoch_batches)
     reader.prefetch()
     assert fetched.wait(5), "prefetch() did not fetch the first batch in the background"
-    assert [int(reader.next()[0, 0]) for _ in range(5)] == [0, 1, 2, 3, 100_000]
+    assert [int(reader.next()[0][0, 0]) for _ in range(5)] == [0, 1, 2, 3, 100_000]
 
 
 def test_an_error_of_the_prefetched_shard_is_raised_by_next():
@@ -168,7 +178,29 @@ def test_a_model_with_its_own_tokenizer_is_packed_with_it(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "qwen2", "vocab_size": 36}')  # what a model folder has
     assert data.has_tokenizer(str(tmp_path))
 
-    packer = data.TextPacker(4, str(tmp_path), has_own_tokenizer=True)
-    assert packer.encode("abc") == [10, 11, 12, 0]
-    assert packer.pack(["abc", "xyz"]) == [[10, 11, 12, 0], [33, 34, 35, 0]]
-    assert data.TextPacker(4).encode("abc") == [*b"abc", data.BYTE_EOS], "without its own tokenizer: bytes"
+    packer = data.RowPacker(4, str(tmp_path), has_own_tokenizer=True)
+    assert packer.encode([{"text": "abc"}]) == [([10, 11, 12, 0], [10, 11, 12, 0])]
+    assert packer.pack([{"text": "abc"}, {"text": "xyz"}])[0] == [[10, 11, 12, 0], [33, 34, 35, 0]]
+    assert data.RowPacker(4).encode([{"text": "abc"}])[0][0] == [*b"abc", data.BYTE_EOS], "no tokenizer: bytes"
+
+
+@pytest.mark.parametrize("fmt", ["text", "prompt_completion"])
+def test_byte_rows_are_what_the_byte_tokenizer_makes(fmt):
+    """Without a model tokenizer the packer writes bytes itself (no tokenizer to load on the driver): the ids and
+    labels the byte-level fast tokenizer would give through the masking path of :mod:`.formats`."""
+    from raytrain_helpers.worker import formats
+
+    rows = [
+        {"text": "héllo", "prompt": "Q: é?", "completion": " ünï"},
+        {"text": "ab", "prompt": "x", "completion": "y"},
+    ]
+    rows = [{k: r[k] for k in formats.COLUMNS[fmt]} for r in rows]
+    packer = data.RowPacker(8, fmt=fmt, template="{prompt} A:")
+    tok = data.byte_tokenizer()
+    if fmt == "text":
+        want = formats.encode_text(tok, [r["text"] for r in rows], tok.eos_token_id)
+    else:
+        want = formats.encode_prompt_completion(
+            tok, [r["prompt"] for r in rows], [r["completion"] for r in rows], "{prompt} A:", tok.eos_token_id
+        )
+    assert [packer.encode_bytes(r) for r in rows] == want

@@ -55,14 +55,15 @@ def fake_hub(tmp_path, monkeypatch):
 
 
 def test_the_drivers_data_path_fetches_config_and_tokenizer_never_weights(fake_hub, monkeypatch):
-    monkeypatch.setattr(data, "driver_rows", lambda rows, workers: rows)  # the Ray Dataset wrapper, not under test
+    monkeypatch.setattr(data, "driver_rows", lambda rows, workers, labels=None: rows)  # the Ray Dataset wrapper
     cfg = job_cfg(model_id="org/tiny", model={"vocab_size": 36}, data="learnable", seq_len=8, batch_size=2, seed=0)
     datasets, held_out = entrypoint.datasets_for(cfg.replace(num_workers=2))
     assert fake_hub, "the driver fetched nothing: the tokenizer did not come from the hub"
     assert "config.json" in fake_hub and "tokenizer.json" in fake_hub
     assert not [f for f in fake_hub if f.endswith(WEIGHTS)], fake_hub
     # and the rows were made with the hub model's tokenizer (letters 10..35, EOS 0), not bytes
-    assert set(datasets["train"].ravel()) <= {0, *range(10, 36)} and set(held_out.ravel()) <= {0, *range(10, 36)}
+    ids = {0, *range(10, 36)}
+    assert set(datasets["train"].ravel()) <= ids and set(held_out["input_ids"].ravel()) <= ids
 
 
 def test_the_workers_still_get_the_weights(fake_hub):

@@ -127,3 +127,62 @@ def test_peak_from_device_name(name, expected):
     assert kernels.peak_tflops(name, table) == expected
     assert kernels.peak_tflops("Tesla T4", table) is None
     assert kernels.mfu(PRESETS["tiny"], 128, 1000.0, None) is None
+
+
+def _recording_liger(monkeypatch) -> list:
+    """A liger-kernel whose per-family functions record what they were called with (with the real signatures'
+    switches: GeGLU for Gemma, SwiGLU for the others) and change nothing."""
+    import inspect
+    import types
+
+    calls: list = []
+    sub = types.ModuleType("liger_kernel.transformers")
+
+    def make(name, mlp):
+        def fn(rope=True, cross_entropy=False, fused_linear_cross_entropy=True, rms_norm=True, model=None, **kw):
+            calls.append((name, dict(rope=rope, fused=fused_linear_cross_entropy, **kw), model))
+
+        switches = ("rope", "cross_entropy", "fused_linear_cross_entropy", "rms_norm", mlp, "model")
+        fn.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for n in switches]
+        )
+        return fn
+
+    for kind, name in FAMILY_TABLE.items():
+        setattr(sub, name, make(name, "geglu" if kind.startswith("gemma") else "swiglu"))
+    pkg = types.ModuleType("liger_kernel")
+    pkg.__path__ = []
+    monkeypatch.setitem(sys.modules, "liger_kernel", pkg)
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", sub)
+    return calls
+
+
+FAMILY_TABLE = __import__("raytrain_helpers.core.kernel_families", fromlist=["x"]).LIGER_FAMILIES
+
+
+@pytest.mark.parametrize(
+    "kind,mlp", [("llama", "swiglu"), ("mistral", "swiglu"), ("qwen3", "swiglu"), ("gemma", "geglu")]
+)
+def test_auto_applies_the_familys_own_liger_function(monkeypatch, kind, mlp):
+    from raytrain_helpers.worker import model as model_mod
+    from tests.unit.worker.test_families import family_config
+
+    calls = _recording_liger(monkeypatch)
+    m = model_mod.build_random(family_config(kind), "meta")
+    assert kernels.apply(m, "auto", on_gpu=True) == "liger"
+    ((name, flags, got),) = calls
+    assert name == f"apply_liger_kernel_to_{kind}" and got is m
+    assert flags == {"rope": True, "fused": True, mlp: True}  # only what the function takes
+
+
+def test_a_family_without_liger_trains_without_kernels_and_says_why(monkeypatch, capsys):
+    from raytrain_helpers.worker import model as model_mod
+    from tests.unit.worker.test_families import family_config
+
+    calls = _recording_liger(monkeypatch)
+    m = model_mod.build_random(family_config("phi"), "meta")
+    assert kernels.apply(m, "auto", on_gpu=True) == "none" and calls == []
+    out = capsys.readouterr().out
+    assert out.startswith(kernels.FALLBACK_PREFIX) and "no patch for model_type 'phi'" in out
+    with pytest.raises(kernels.KernelsUnavailable, match=r"no patch for model_type 'phi'.*Fix: kernels: auto"):
+        kernels.apply(model_mod.build_random(family_config("phi"), "meta"), "liger", on_gpu=True)

@@ -69,4 +69,4 @@ def test_the_dataset_shard_is_asked_for_and_read_while_the_model_is_built(rank):
     reader, _ = train.data_readers(cfg, me, eval_rows=None)
     train.build_sharded_model(cfg, me)
     assert rank == ["dataset shard", "model built", "first batch asked during the build"]
-    assert [int(reader.next()[0, 0]) for _ in range(4)] == [0, 1, 2, 3]  # the prefetched batch is the first
+    assert [int(reader.next()[0][0, 0]) for _ in range(4)] == [0, 1, 2, 3]  # the prefetched batch is the first
