@@ -1,5 +1,5 @@
-"""The aws fakes' fixtures for every test here: moto in-process (mocked_aws), or a moto server (moto_srv, srv) (every run's
-folder is a temporary one: tests/unit/conftest.py)."""
+"""The aws fakes' fixtures for every test here: moto in-process (mocked_aws), or a moto server (moto_srv, srv).
+Every run's folder is a temporary one (tests/unit/conftest.py)."""
 
 import sys
 from pathlib import Path
