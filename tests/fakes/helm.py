@@ -28,7 +28,9 @@ below are files of that tag unless named otherwise.
   The EFA allowlist here is the stand-in's EFA-capable types (the published one has 303 types).
 * ``--labels K=V,...`` on ``upgrade --install`` labels the release record (merged over its labels on an upgrade);
   ``list --all --namespace NS --output json [--selector K=V,...]`` lists the namespace's releases whose labels match
-  (helm/helm v3.16.3 cmd/helm/upgrade.go, cmd/helm/list.go).
+  (helm/helm v4.2.4 ``pkg/cmd/upgrade.go`` and ``pkg/cmd/install.go``, the ``--labels`` flag; ``pkg/action/upgrade.go``
+  ``mergeCustomLabels``; ``pkg/cmd/list.go``, the ``--selector`` flag and the ``name``/``namespace``/``status``/
+  ``chart`` of its JSON).
 * ``uninstall RELEASE --namespace NS`` deletes the release's objects; an unknown release fails as helm does
   (``Error: uninstall: Release not loaded: NAME: release: not found``, exit 1: ``pkg/action/uninstall.go`` ``Run``,
   ``pkg/storage/driver/driver.go`` ``ErrReleaseNotFound``); the release record is the Secret
@@ -49,7 +51,8 @@ below are files of that tag unless named otherwise.
   sha256 of its archive as helm writes it (``pkg/repo/v1/index.go`` ``IndexDirectory``,
   ``pkg/provenance/sign.go`` ``DigestFile``).
 * ``upgrade --install RELEASE ARCHIVE.tgz ...`` installs from a chart archive on disk (its ``Chart.yaml`` names
-  the chart and version), as helm does for a local chart path.
+  the chart and version), as helm does for a local chart path (helm/helm v4.2.4 ``pkg/action/install.go``
+  ``ChartPathOptions.LocateChart``: without ``--repo``, a name that exists on disk is that chart).
 * Any other chart, version or command fails with helm's own kind of message. ``$FAKE_HELM_LOG`` (when set) gets one
   JSON line per call: its argv and the values files' text. ``$FAKE_HELM_FAIL`` (a chart name) makes that chart's
   install fail as a failed pre-install would.
@@ -460,9 +463,10 @@ def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
     record = _release_record(release, ns, chart, version, [])
     old = api.get(record)
     first = old is None
-    # --labels: the release's own labels, merged over the old ones on an upgrade (helm/helm v3.16.3
-    # cmd/helm/upgrade.go "Original release labels will be merged with upgrade labels"; pkg/storage/driver
-    # newSecretsObject puts them beside helm's own owner/name/status/version)
+    # --labels: the release's own labels, merged over the old ones on an upgrade (helm/helm v4.2.4
+    # pkg/cmd/upgrade.go "Original release labels will be merged with upgrade labels", pkg/action/upgrade.go
+    # mergeCustomLabels; pkg/storage/driver/secrets.go newSecretsObject puts them beside helm's own
+    # owner/name/status/version)
     labels = {} if first else dict((old.get("metadata") or {}).get("labels") or {})
     labels.update(dict(kv.split("=", 1) for kv in (opts.get("--labels") or "").split(",") if "=" in kv))
     if chart == "kuberay-operator" and first:
@@ -494,7 +498,7 @@ def uninstall(pos: list[str], opts: dict[str, Any]) -> int:
 
 def list_releases(opts: dict[str, Any]) -> int:
     """``list --all --namespace NS --output json [--selector K=V,...]``: the releases of the namespace whose release
-    labels match (helm/helm v3.16.3 cmd/helm/list.go: ``name``, ``namespace``, ``status``, ``chart`` ...)."""
+    labels match (helm/helm v4.2.4 pkg/cmd/list.go: ``name``, ``namespace``, ``status``, ``chart`` ...)."""
     ns = opts.get("--namespace", "default")
     api = Api(opts.get("--kubeconfig"), opts.get("--kube-context"))
     items = (api.call("GET", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=owner%3Dhelm") or {}).get("items")

@@ -7,8 +7,10 @@ from __future__ import annotations
 from ....clients import kubernetes as kube
 from ....core.settings import Settings
 from ....plan.raycluster import RAY_API
-from ....plan.workshop_admission import admission_kinds
-from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY, ROLE
+from ....plan.workshop_namespace import ATTENDEE_LABEL, MANAGED_BY
+
+#: The admission policies' kinds (plan.workshop_admission), bindings first: the order to delete them in.
+ADMISSION_KINDS = ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy")
 
 
 def attendee_state(settings: Settings, *, client=None) -> dict[str, str]:
@@ -91,14 +93,16 @@ def remove_namespace(
                     f"({'no record of its creation' if not uid else 'another UID or labels'}): left alone. "
                     f"Fix: delete it yourself if it is this attendee's (kubectl delete namespace {ns})"
                 )
-            kept = _delete_cluster_scoped(api, objects)
+            policies = sorted(
+                (o for o in objects if o.get("kind") in ADMISSION_KINDS), key=lambda o: ADMISSION_KINDS.index(o["kind"])
+            )
+            kept = _delete_cluster_scoped(api, [o for o in objects if o.get("kind") not in ADMISSION_KINDS])
             kube.delete(api, "v1", "Namespace", ns)
             gone = kube.wait_for(
                 lambda: (kube.get(api, "v1", "Namespace", ns) is None, None), timeout_s=timeout_s, interval_s=poll_s
             )
             if gone.ok:  # the admission policies last as long as anything in the namespace could use a Service
-                for api_version, kind, name in admission_kinds(f"{ROLE}-{settings.run_name}"):
-                    kube.delete(api, api_version, kind, name)
+                kept += _delete_cluster_scoped(api, policies)
     except kube.K8sError as e:
         return False, f"namespace {ns}: {e}"
     said = f"namespace {ns}: " + ("deleted, then read back: absent" if gone.ok else "still terminating")
@@ -124,4 +128,4 @@ def _delete_cluster_scoped(api, objects) -> list[str]:
     return kept
 
 
-__all__ = ["ATTENDEE_LABEL", "MANAGED_BY", "attendee_state", "create_namespace", "remove_namespace"]
+__all__ = ["ADMISSION_KINDS", "ATTENDEE_LABEL", "MANAGED_BY", "attendee_state", "create_namespace", "remove_namespace"]
