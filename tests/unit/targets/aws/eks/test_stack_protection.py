@@ -31,7 +31,7 @@ def ours() -> dict[str, str]:
     return {
         nodegroup_stack.CLUSTER_TAG: NAME,
         nodegroup_stack.NODEGROUP_TAG: "gpu-efa",
-        nodegroup_stack.TUTORIAL_TAG: "true",
+        nodegroup_stack.TUTORIAL_TAG: NAME,  # the value names the cluster (targets/aws/ownership.py)
     }
 
 
