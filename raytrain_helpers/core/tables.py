@@ -23,12 +23,15 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | No
 def format_table(
     rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60
 ) -> str:
-    rows = [[_cell(c, max_width) for c in r] for r in rows]
+    whole = [[_cell(c, 10**6) for c in r] for r in rows]
+    rows = [[_cell(c, max_width) for c in r] for r in whole]
     headers = [str(h) for h in headers]
     widths = [len(h) for h in headers]
     for r in rows:
         for i, c in enumerate(r):
             widths[i] = max(widths[i], len(c))
+    if sum(widths) + 3 * len(widths) + 1 > MAX_WIDTH:  # wider than the page: the widest columns wrap instead
+        return wrapped_table(whole, headers, fitted_widths(widths, MAX_WIDTH), title)  # nothing cut off
     sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
     lines = []
     if title:
@@ -67,6 +70,15 @@ def wrapped_table(
             out.append("| " + " | ".join(parts) + " |")
     out.append(sep)
     return "\n".join(out)
+
+
+def fitted_widths(widths: Sequence[int], total: int) -> list[int]:
+    """Column widths whose table (borders included) is at most ``total`` wide: the widest columns are narrowed,
+    one character at a time, the narrow ones kept."""
+    widths = list(widths)
+    while sum(widths) + 3 * len(widths) + 1 > total and max(widths) > 8:
+        widths[widths.index(max(widths))] -= 1
+    return widths
 
 
 def _wrap_cell(text: str, width: int) -> list[str]:

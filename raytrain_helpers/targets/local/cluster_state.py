@@ -291,7 +291,7 @@ def exposure_rows(found: list[dict[str, Any]], token_auth: bool) -> list[tuple[s
 #: and the autoscaler's (dashboard/head.py ``_setup_metrics``, autoscaler/_private/monitor.py: ``addr`` only when the
 #: node address is loopback) bind loopback only when the node's address is loopback, which ``ray start`` replaces
 #: with the machine's address (docs/local-target.md), and ``--metrics-export-port`` sets only the port.
-METRICS_ONLY = "no token: metrics only (node addresses, job ids)"
+METRICS_ONLY = "no token: metrics only"  # what they serve (node addresses, job ids): 02 and docs/security.md
 #: The dashboard agent's Prometheus exporter, one per raylet: the agent process also serves its own HTTP and gRPC
 #: ports, which do ask for the token.
 AGENT_METRICS = "dashboard agent metrics (Prometheus)"
