@@ -1,5 +1,10 @@
 """Loading the settings: env.yaml, override files, ``RAYTRAIN_*`` variables and parameters, in that precedence.
 
+A settings file may also hold a ``target_defaults:`` block: per target value, settings that apply only when the
+resolved ``target`` is that value (``target_defaults: {aws: {train: {...}}}``). They rank just below the plain
+values of the same file, so any value written plainly (in that file or a later layer) wins over them. The block is
+data keyed by the target's value: no code here branches on a target's name.
+
 Every value is recorded with where it came from (:func:`sources`), so that an invalid value's message names its
 field, the value, its source and the fix (:class:`.validation.ConfigError`).
 """
@@ -14,7 +19,7 @@ import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import ValidationError
@@ -24,6 +29,8 @@ from .settings import FLAT_FIELDS, GROUPS, Settings
 from .validation import ConfigError
 
 ENV_FILE_VAR = "RAYTRAIN_ENV_FILE"
+#: A settings file's block of per-target defaults (see the module docstring).
+TARGET_DEFAULTS = "target_defaults"
 
 
 #: RAYTRAIN_* variables that are not settings (paths and test switches).
@@ -106,27 +113,37 @@ class _Layered:
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.source: dict[tuple[str | None, str], str] = {}
+        self.rank: dict[tuple[str | None, str], float] = {}
+        self.layer = 0
+        #: (rank, target value, [((group, leaf), value, source)]) of every target_defaults block read
+        self.by_target: list[tuple[float, str, list[tuple[tuple[str | None, str], Any, str]]]] = []
 
-    def set(self, group: str | None, leaf: str, value: Any, source: str) -> None:
+    def next_layer(self) -> None:
+        self.layer += 1
+
+    def set(self, group: str | None, leaf: str, value: Any, source: str, rank: float | None = None) -> None:
         _check_type(group, leaf, value, source)
         if group is None:
             self.data[leaf] = value
         else:
             self.data.setdefault(group, {})[leaf] = value
         self.source[(group, leaf)] = source
+        self.rank[(group, leaf)] = self.layer if rank is None else rank
 
-    def merge_yaml(self, doc: Any, source: str) -> None:
+    def merge_yaml(self, doc: Any, source: str, prefix: str = "") -> None:
         if not isinstance(doc, Mapping):
             raise ConfigError(
                 f"{source}: expected a mapping of settings at the top level, found {type(doc).__name__}. "
                 f"Fix: write `name: value` lines, e.g. `target: local` (see the repository's env.yaml)"
             )
         for key, value in doc.items():
-            if key in GROUPS:
+            if key == TARGET_DEFAULTS and not prefix:
+                self._read_target_defaults(value, source)
+            elif key in GROUPS:
                 if not isinstance(value, Mapping):
                     leaves = ", ".join(list(Settings.model_fields[key].annotation.model_fields)[:4])
                     raise ConfigError(
-                        f"{source}: {key} must be a mapping of settings, found {value!r}. "
+                        f"{source}: {prefix}{key} must be a mapping of settings, found {value!r}. "
                         f"Fix: indent its settings under `{key}:` ({leaves}...)"
                     )
                 for leaf, v in value.items():
@@ -135,15 +152,55 @@ class _Layered:
                         close = difflib.get_close_matches(str(leaf), valid, n=1)
                         hint = f"did you mean {key}.{close[0]}? " if close else ""
                         raise ConfigError(
-                            f"{source}: unknown setting {key}.{leaf}. Fix: {hint}one of {', '.join(valid)}"
+                            f"{source}: unknown setting {prefix}{key}.{leaf}. Fix: {hint}one of {', '.join(valid)}"
                         )
-                    self.set(key, leaf, v, f"{source} ({key}.{leaf})")
+                    self.set(key, leaf, v, f"{source} ({prefix}{key}.{leaf})")
             else:
                 try:
                     group, leaf = resolve_key(str(key))
                 except ConfigError as e:
-                    raise ConfigError(f"{source}: {e}") from None
-                self.set(group, leaf, value, f"{source} ({key})")
+                    raise ConfigError(f"{source}: {prefix}{e}") from None
+                if prefix and (group, leaf) == (None, "target"):
+                    raise ConfigError(
+                        f"{source}: {prefix}target: a target's defaults cannot choose the target. "
+                        f"Fix: set `target:` at the top level of the file"
+                    )
+                self.set(group, leaf, value, f"{source} ({prefix}{key})")
+
+    def _read_target_defaults(self, blocks: Any, source: str) -> None:
+        """Check a file's ``target_defaults`` block now (every target's, so a mistake shows on any target) and keep
+        its values, ranked just below this file's plain values, for :meth:`apply_target_defaults`."""
+        targets = get_args(Settings.model_fields["target"].annotation)
+        if not isinstance(blocks, Mapping):
+            raise ConfigError(
+                f"{source}: {TARGET_DEFAULTS} must map a target ({', '.join(targets)}) to its settings, found "
+                f"{blocks!r}. Fix: e.g. `{TARGET_DEFAULTS}: {{aws: {{train: {{steps: 120}}}}}}`"
+            )
+        for name, block in blocks.items():
+            if name not in targets:
+                raise ConfigError(
+                    f"{source}: {TARGET_DEFAULTS}.{name}: unknown target. Fix: one of {', '.join(targets)}"
+                )
+            scratch = _Layered()
+            scratch.merge_yaml(block or {}, source, prefix=f"{TARGET_DEFAULTS}.{name}.")
+            values = [
+                (k, scratch.data[k[1]] if k[0] is None else scratch.data[k[0]][k[1]], src)
+                for k, src in scratch.source.items()
+            ]
+            self.by_target.append((self.layer - 0.5, str(name), values))
+
+    def apply_target_defaults(self) -> None:
+        """The resolved target's defaults, where no value of a higher rank was written."""
+        target = self.data.get("target", Settings.model_fields["target"].default)
+        for rank, name, values in self.by_target:
+            if name != target:
+                continue
+            for (group, leaf), value, src in values:
+                if self.rank.get((group, leaf), -1) < rank:
+                    self.set(group, leaf, value, src, rank=rank)
+
+    def copy(self) -> _Layered:
+        return copy.deepcopy(self)
 
 
 def load(
@@ -165,12 +222,15 @@ def load(
                 f"env file {path} does not exist. Fix: point --env-file or {ENV_FILE_VAR} at an existing env.yaml, "
                 f"or write one with `raytrain-tutorial init DIR`"
             )
+        layers.next_layer()
         layers.merge_yaml(_read_yaml(path), path.name)
     for f in files or ():
         fp = Path(f).expanduser()
         if not fp.is_file():
             raise ConfigError(f"override file {fp} (-f) does not exist. Fix: give the path of an existing YAML file")
+        layers.next_layer()
         layers.merge_yaml(_read_yaml(fp), fp.name)
+    layers.next_layer()
     env = os.environ if environ is None else environ
     for var, raw in sorted(env.items()):
         if not var.startswith(ENV_PREFIX) or var in RESERVED_ENV:
@@ -180,6 +240,7 @@ def load(
         except ConfigError as e:
             raise ConfigError(f"environment variable {var}: {e}") from None
         layers.set(group, leaf, _coerce_for(group, leaf, raw), f"environment ({var})")
+    layers.next_layer()
     for key, value in params.items():
         if value is None:
             continue
@@ -187,16 +248,26 @@ def load(
         if isinstance(value, str):
             value = _coerce_for(group, leaf, value)
         layers.set(group, leaf, value, f"parameter ({key})")
+    settings = _validated(layers, path)
+    if check_installed_ray:
+        _check_ray_version(settings, layers)
+    return settings
+
+
+def _validated(base: _Layered, path: Path | None) -> Settings:
+    """The settings of ``base``'s layers with the resolved target's defaults applied; ``base`` is kept (unchanged)
+    so that :func:`with_overrides` can choose another target and get that target's defaults."""
+    layers = base.copy()
+    layers.apply_target_defaults()
     try:
         settings = Settings.model_validate(layers.data)
     except ValidationError as e:
         raise ConfigError(_explain(e, layers, path)) from None
-    if check_installed_ray:
-        _check_ray_version(settings, layers)
     settings.__dict__["_sources"] = {
         f"{group}.{leaf}" if group else leaf: src for (group, leaf), src in layers.source.items()
     }
     settings.__dict__["_env_file"] = str(path) if path else None
+    settings.__dict__["_layers"] = base
     return settings
 
 
@@ -297,7 +368,17 @@ def dump_yaml(settings: Settings) -> str:
 
 
 def with_overrides(settings: Settings, **params: Any) -> Settings:
-    """A copy of ``settings`` with some flat-named values replaced (validated)."""
+    """A copy of ``settings`` with some flat-named values replaced (validated). For loaded settings the values are
+    a new top layer, so a new ``target`` brings that target's defaults (below every value written plainly)."""
+    base = settings.__dict__.get("_layers")
+    if base is not None:
+        layers = base.copy()
+        layers.next_layer()
+        for key, value in params.items():
+            group, leaf = resolve_key(key)
+            layers.set(group, leaf, value, f"parameter ({key})")
+        env_file = loaded_env_file(settings)
+        return _validated(layers, Path(env_file) if env_file else None)
     data = copy.deepcopy(settings.public_dict())
     for key, value in params.items():
         group, leaf = resolve_key(key)

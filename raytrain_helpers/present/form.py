@@ -89,7 +89,8 @@ def settings_table(settings: Settings, path: str | Path) -> Shown:
     rows = [(name, _short(flat[name]), where.get(dotted[name], "default")) for name in FORM_FIELDS if name in flat]
     exists = Path(path).is_file()
     title = f"settings of this run (override file {path}: {'present' if exists else 'none yet'})"
-    text = wrapped_table(rows, ["setting", "value", "from"], (18, 36, 36), title=title)
+    # "from" is the widest: a target's default reads e.g. env.yaml (target_defaults.local.train.checkpoint_every)
+    text = wrapped_table(rows, ["setting", "value", "from"], (18, 24, 58), title=title)
     return Shown(text, pre_html(text))
 
 

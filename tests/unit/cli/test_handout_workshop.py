@@ -40,7 +40,7 @@ def test_the_shared_cluster_is_sized_for_every_attendee(tmp_path, clean_env, cap
     assert (fac.aws.gpu_node_count, fac.aws.system_node_count, fac.aws.shared_cluster) == (6, 3, False)
     atts = [_env(out / n / "env.yaml") for n in ("ann", "bob", "cy")]
     for s in atts:
-        assert s.aws.shared_cluster and s.train.job_timeout_s == 7200
+        assert s.aws.shared_cluster and s.train.job_timeout_s == 2700  # the aws default run's own budget guard
         quota = list(yaml.safe_load_all((out / s.run_name / "namespace.yaml").read_text()))[1]
         assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == str(s.aws.gpu_node_count * s.aws.gpus_per_node)
     # one JupyterHub host: ports and raylet folders of their own, the same for the same row every time
@@ -48,6 +48,12 @@ def test_the_shared_cluster_is_sized_for_every_attendee(tmp_path, clean_env, cap
     assert len(set(ports)) == 6 and fac.local.gcs_port not in ports
     assert len({s.local.temp_root for s in atts}) == 3 and all(len(s.local.temp_root) <= 40 for s in atts)
     assert atts[1].local == _env(out / "bob" / "env.yaml").local
+    # a base that sets no limit (0) gets the hand-out's own budget guard for every attendee
+    unlimited = tmp_path / "unlimited"
+    unlimited.mkdir()
+    (unlimited / "zero.yaml").write_text("train:\n  job_timeout_s: 0\n")
+    assert _handout(unlimited, "name\nAnn\n", "--offline", "-f", str(unlimited / "zero.yaml")) == 0
+    assert _env(unlimited / "out" / "ann" / "env.yaml").train.job_timeout_s == 7200
     text = (out / "workshop-cost.txt").read_text()
     want = cost.estimate(fac, fac.aws.region).total_per_hour * 2
     assert f"about USD {want:.0f} for 2 h" in text and "assumes" in text

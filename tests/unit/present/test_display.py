@@ -277,7 +277,7 @@ def test_settings_table_without_front_end(settings, tmp_path):
     assert isinstance(shown, present.Shown)
     rows = [line for line in shown.text.splitlines() if line.startswith("| ")][1:]
     assert [row.split("|")[1].strip() for row in rows] == list(present.FORM_FIELDS)
-    assert "env.yaml (train.steps)" in shown.text and "none yet" in shown.text
+    assert "env.yaml (target_defaults.local.train.steps)" in shown.text and "none yet" in shown.text
     assert max(len(line) for line in shown.text.splitlines()) <= present.MAX_WIDTH
     assert "override file my-settings.yaml" in present.settings_form(None, settings).text
     shown = present.settings_form([str(tmp_path / "a.yaml")], settings).text.replace("\n", " ")
