@@ -108,8 +108,10 @@ def work(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def env(work):
-    """os.environ for the kernels: the repository first on PYTHONPATH, runs/ in the work dir, no RAYTRAIN_*."""
+def env(work, local_settings):
+    """os.environ for the kernels: the repository first on PYTHONPATH, runs/ in the work dir, no RAYTRAIN_*.
+    ``local_settings`` first: the session's RAYTRAIN_RUNS_DIR is set before this module changes it, so that the
+    undo at its end gives it back to the tests that follow on this worker (not an environment without it)."""
     mp = pytest.MonkeyPatch()
     for k in list(os.environ):
         if k.startswith("RAYTRAIN_") or k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
