@@ -441,11 +441,7 @@ def upgrade_install(pos: list[str], opts: dict[str, Any]) -> int:
     local = _local_chart(chart)
     if local:
         (chart, version), repo = local, CHARTS.get(local[0], ("", ""))[0]
-    if chart not in CHARTS or repo != CHARTS[chart][0]:
-        print(f'Error: chart "{chart}" not found in {repo} repository', file=sys.stderr)
-        return 1
-    if version != CHARTS[chart][1]:
-        print(f'Error: chart "{chart}" matching {version} not found in {repo} index', file=sys.stderr)
+    if _published(chart, repo, version):
         return 1
     if os.environ.get("FAKE_HELM_FAIL") == chart:
         print(f"Error: INSTALLATION FAILED: failed pre-install: timed out waiting for {chart}", file=sys.stderr)
