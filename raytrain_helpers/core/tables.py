@@ -15,14 +15,27 @@ from typing import Any
 MAX_WIDTH = 110
 
 
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60) -> None:
-    """Print a fixed-width text table (plain text: stable for nbval, readable in a terminal)."""
-    print(format_table(rows, headers, title, max_width))
+def table(
+    rows: Iterable[Sequence[Any]],
+    headers: Sequence[str],
+    title: str | None = None,
+    max_width: int = 60,
+    fit: bool = False,
+) -> None:
+    """Print a fixed-width text table (plain text: stable for nbval, readable in a terminal); ``fit``: see
+    :func:`format_table`."""
+    print(format_table(rows, headers, title, max_width, fit))
 
 
 def format_table(
-    rows: Iterable[Sequence[Any]], headers: Sequence[str], title: str | None = None, max_width: int = 60
+    rows: Iterable[Sequence[Any]],
+    headers: Sequence[str],
+    title: str | None = None,
+    max_width: int = 60,
+    fit: bool = False,
 ) -> str:
+    """The table as text; with ``fit``, a table wider than :data:`MAX_WIDTH` wraps its widest columns instead of
+    growing, and no cell is cut off."""
     whole = [[_cell(c, 10**6) for c in r] for r in rows]
     rows = [[_cell(c, max_width) for c in r] for r in whole]
     headers = [str(h) for h in headers]
@@ -30,7 +43,7 @@ def format_table(
     for r in rows:
         for i, c in enumerate(r):
             widths[i] = max(widths[i], len(c))
-    if sum(widths) + 3 * len(widths) + 1 > MAX_WIDTH:  # wider than the page: the widest columns wrap instead
+    if fit and sum(widths) + 3 * len(widths) + 1 > MAX_WIDTH:  # wider than the page: the widest columns wrap
         return wrapped_table(whole, headers, fitted_widths(widths, MAX_WIDTH), title)  # nothing cut off
     sep = "+-" + "-+-".join("-" * w for w in widths) + "-+"
     lines = []
