@@ -39,7 +39,8 @@ class RayAuthTokenDetector(RegexBasedDetector):
     denylist = (
         re.compile(r"RAY_AUTH_TOKEN['\"]?\s*[=:]\s*['\"]?([0-9A-Za-z_\-]{16,})"),
         re.compile(r"[Bb]earer\s+([0-9A-Za-z_\-.]{16,})"),
-        re.compile(r"(?<![0-9a-fA-F])([0-9a-f]{64})(?![0-9a-fA-F])"),
+        # not a chart archive's published sha256 in a `sha256sum -c` line (03 shows the pinned digests it checks)
+        re.compile(r"(?<![0-9a-fA-F])([0-9a-f]{64})(?![0-9a-fA-F])(?!\s+[\w.-]+\.tgz\b)"),
     )
 
 

@@ -75,7 +75,8 @@ def test_init_render_and_config_from_a_fresh_venv(wheel, tmp_path, repo_root):
         p.name for p in (repo_root / "notebooks").glob("*.ipynb")
     )
     env_yaml = (work / "env.yaml").read_text()
-    (work / "env.yaml").write_text(re.sub(r"(?m)^  steps: \d+ ", "  steps: 5 ", env_yaml, count=1))
+    # the local target's steps (target_defaults.local.train, the first steps line)
+    (work / "env.yaml").write_text(re.sub(r"(?m)^(\s+)steps: \d+ ", r"\1steps: 5 ", env_yaml, count=1))
     config = _run([cli, "config"], cwd=work, env=env)
     assert "steps: 5" in config.stdout  # the working folder's env.yaml
     _run([cli, "render", "--target", "aws", "--out", "manifests-out"], cwd=work, env=env)
