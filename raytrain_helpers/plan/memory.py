@@ -261,8 +261,12 @@ def model_config(settings: Settings) -> dict[str, Any]:
 
 
 def cached_hub_file(model_id: str, filename: str) -> str | None:
-    """A file of a hub model from the local Hugging Face cache (never downloads); None when it is not there."""
-    from huggingface_hub import try_to_load_from_cache
+    """A file of a hub model from the local Hugging Face cache (never downloads); None when it is not there, or when
+    huggingface_hub is not installed (the package's own install does not need it: the known shapes then answer)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
 
     try:
         found = try_to_load_from_cache(model_id, filename)
