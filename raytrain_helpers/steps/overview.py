@@ -43,11 +43,7 @@ def report_billing_on_error(settings: Settings) -> None:
     """In a notebook: after any cell that raises, below its traceback, what of the tutorial still bills, its cost per
     hour and the command that stops it (:meth:`Target.billing`; nothing is printed when nothing bills). Outside
     IPython this does nothing; ``raytrain-tutorial run`` reports the same after a failed notebook."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    shell = progress.ipython_shell()
     if shell is None:
         return
 

@@ -54,15 +54,19 @@ def _update(settings: Settings, change) -> None:
     _write(path, data)
 
 
+def ipython_shell():
+    """The IPython shell this code runs in (a notebook's kernel); None in a script, a test or without IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def notebook_started(settings: Settings, notebook: str, *, shell=None) -> None:
     """In a notebook's kernel (an IPython shell): record that ``notebook`` ("01".."08") started, and count every
     later cell of this kernel into it. Outside IPython (a script, a test) nothing is recorded."""
-    if shell is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return
-        shell = get_ipython()
+    shell = shell or ipython_shell()
     if shell is None:
         return
 
@@ -123,6 +127,7 @@ def record_verdict(settings: Settings, criteria, *, submission_id: str = "") -> 
 
 
 __all__ = [
+    "ipython_shell",
     "MESSAGE_CHARS",
     "PROGRESS_FILE",
     "VERDICT_FILE",
